@@ -1,0 +1,3 @@
+module github.com/ovbus/ovbus
+
+go 1.26
