@@ -1,0 +1,25 @@
+# make test: installs the test dependencies (Debian and Node packages), then
+# vets and runs every test with the race detector, the fuzz seed corpora
+# included, in the main module and in the nested peers module.
+GO ?= go
+
+.PHONY: test deps vet test-only bench build
+
+test: deps vet test-only
+
+deps:
+	./scripts/install-test-deps.sh
+
+vet:
+	$(GO) vet ./...
+	cd bench/peers && $(GO) vet ./...
+
+test-only:
+	$(GO) test -race -shuffle=on -timeout 20m ./...
+	cd bench/peers && $(GO) test -race -timeout 10m ./...
+
+build:
+	$(GO) build -o ovbus ./cmd/ovbus
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./ws/ ./bus/

@@ -1,0 +1,64 @@
+// Command echoserver is a WebSocket echo server on package ws: every text or
+// binary message is sent back as received. It offers permessage-deflate and
+// accepts messages of up to 16 MiB, so a conformance suite (Autobahn's
+// fuzzingclient) can be pointed at it:
+//
+//	go run ./examples/echoserver -addr 127.0.0.1:9001
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"log"
+	"net/http"
+
+	"github.com/ovbus/ovbus/ws"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:9001", "listen address HOST:PORT")
+	maxSize := flag.Int64("max-message-size", 16<<20, "largest message accepted, in bytes")
+	compress := flag.Bool("deflate", true, "offer permessage-deflate")
+	flag.Parse()
+
+	opts := &ws.AcceptOptions{
+		CheckOrigin:       func(*http.Request) bool { return true },
+		EnableCompression: *compress,
+		// The conformance suite sends compressed messages with context
+		// takeover; accept them.
+		AllowClientContextTakeover: true,
+		MaxMessageSize:             *maxSize,
+		MaxFrameSize:               *maxSize,
+	}
+	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		c, err := ws.Accept(w, r, opts)
+		if err != nil {
+			return
+		}
+		echo(c)
+	})
+	log.Printf("echoserver listening on ws://%s/", *addr)
+	log.Fatal(http.ListenAndServe(*addr, nil))
+}
+
+// echo sends every message back until the peer closes.
+func echo(c *ws.Conn) {
+	defer c.CloseNow()
+	var buf []byte
+	ctx := context.Background()
+	for {
+		op, msg, err := c.ReadMessageInto(ctx, buf[:0])
+		if err != nil {
+			var ce *ws.CloseError
+			if !errors.As(err, &ce) {
+				log.Printf("%s: %v", c.RemoteAddr(), err)
+			}
+			return
+		}
+		buf = msg
+		if err := c.WriteMessage(ctx, op, msg); err != nil {
+			return
+		}
+	}
+}

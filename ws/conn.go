@@ -1,0 +1,679 @@
+package ws
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Message types for the whole-message API. They are the data opcodes of
+// RFC 6455 §5.6.
+const (
+	TextMessage   = OpText
+	BinaryMessage = OpBinary
+)
+
+// Default sizes and timeouts of a Conn. Every one can be changed in
+// AcceptOptions or DialOptions.
+const (
+	DefaultReadBufferSize   = 32 << 10
+	DefaultWriteBufferSize  = 32 << 10
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultCloseTimeout     = 5 * time.Second
+)
+
+// Conn is a WebSocket connection after a successful opening handshake.
+//
+// Concurrency: the read methods (ReadMessage, Read, ReadMessageInto, Reader)
+// must be called from one goroutine at a time. The write methods
+// (WriteMessage, Write, Writer, WritePrepared, WritePreparedBatch, Ping),
+// Close, CloseNow and the deadline setters are safe to call from any number of
+// goroutines at once: the Conn serialises writes itself and never panics on
+// concurrent use. A read and a write may run at the same time (split halves).
+//
+// Control frames are handled inside the read methods: pings are answered with
+// a pong automatically (RFC 6455 §5.5.2), and a received close frame is echoed
+// (RFC 6455 §5.5.1) and reported as a *CloseError.
+type Conn struct {
+	nc     net.Conn
+	role   Role
+	subp   string
+	params *DeflateParams
+
+	// p is the sans-IO protocol. Its read side (Receive, Next) is used by the
+	// reading goroutine without a lock; its write side (Append*) is used
+	// under pmu, which is held only for short, IO-free calls.
+	pmu sync.Mutex
+	p   *Protocol
+
+	// Read side: used by the one reading goroutine.
+	rbuf        []byte
+	pending     []byte // leftover handshake bytes to feed before reading nc
+	reading     atomic.Bool
+	activeRead  *messageReader
+	readErr     error // sticky error of the read side
+	pingHandler func([]byte)
+	pongHandler func([]byte)
+
+	// Write side: wmu serialises every frame written to nc.
+	wmu        sync.Mutex
+	wbuf       []byte
+	bufs       net.Buffers
+	writeErr   error // sticky: a failed or partial write leaves the stream unusable
+	ctrlMu     sync.Mutex
+	ctrlQueued []byte // control frames (pongs) waiting for the write lock
+	wbufSize   int
+
+	closeSent     atomic.Bool
+	closeRecv     chan struct{}
+	closeRecvOnce sync.Once
+	closeOnce     sync.Once
+	closeTimeout  time.Duration
+	closed        atomic.Bool
+	pongs         chan struct{}
+
+	readDeadline  atomic.Pointer[time.Time]
+	writeDeadline atomic.Pointer[time.Time]
+}
+
+type connConfig struct {
+	role            Role
+	subprotocol     string
+	params          *DeflateParams
+	compression     CompressionOptions
+	maxMessageSize  int64
+	maxFrameSize    int64
+	readBufferSize  int
+	writeBufferSize int
+	closeTimeout    time.Duration
+	leftover        []byte
+}
+
+func newConn(nc net.Conn, cfg connConfig) *Conn {
+	if cfg.readBufferSize <= 0 {
+		cfg.readBufferSize = DefaultReadBufferSize
+	}
+	if cfg.writeBufferSize <= 0 {
+		cfg.writeBufferSize = DefaultWriteBufferSize
+	}
+	if cfg.closeTimeout <= 0 {
+		cfg.closeTimeout = DefaultCloseTimeout
+	}
+	c := &Conn{
+		nc:     nc,
+		role:   cfg.role,
+		subp:   cfg.subprotocol,
+		params: cfg.params,
+		p: NewProtocol(Config{
+			Role:           cfg.role,
+			MaxFrameSize:   cfg.maxFrameSize,
+			MaxMessageSize: cfg.maxMessageSize,
+			Deflate:        cfg.params,
+			Compression:    cfg.compression,
+			ReadBufferSize: cfg.readBufferSize,
+		}),
+		rbuf:         make([]byte, cfg.readBufferSize),
+		wbufSize:     cfg.writeBufferSize,
+		closeRecv:    make(chan struct{}),
+		closeTimeout: cfg.closeTimeout,
+		pongs:        make(chan struct{}, 1),
+	}
+	if len(cfg.leftover) > 0 {
+		c.pending = append([]byte(nil), cfg.leftover...)
+	}
+	return c
+}
+
+// NetConn returns the underlying connection. Reading from or writing to it
+// directly corrupts the WebSocket stream; it is meant for addresses, socket
+// options and TLS state.
+func (c *Conn) NetConn() net.Conn { return c.nc }
+
+// RemoteAddr returns the peer's network address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// LocalAddr returns the local network address.
+func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
+
+// Subprotocol returns the subprotocol chosen in the handshake, or "".
+func (c *Conn) Subprotocol() string { return c.subp }
+
+// Deflate returns the permessage-deflate parameters negotiated in the
+// handshake (RFC 7692 §7), or nil when the extension is not in use.
+func (c *Conn) Deflate() *DeflateParams { return c.params }
+
+// Compressed reports whether this is a server connection whose negotiated
+// permessage-deflate parameters let it send the shared compressed form of a
+// PreparedMessage: that needs server_no_context_takeover (RFC 7692 §7.1.1.1),
+// so that every compressed message stands alone.
+func (c *Conn) Compressed() bool {
+	return c.role == RoleServer && c.params != nil && c.params.ServerNoContextTakeover
+}
+
+// SetPingHandler sets a function called with the payload of each received
+// ping, after the automatic pong is queued. It runs on the reading goroutine.
+func (c *Conn) SetPingHandler(h func(payload []byte)) { c.pingHandler = h }
+
+// SetPongHandler sets a function called with the payload of each received
+// pong. It runs on the reading goroutine.
+func (c *Conn) SetPongHandler(h func(payload []byte)) { c.pongHandler = h }
+
+// SetReadDeadline sets the deadline for reads. A read that times out returns
+// an error for which os.IsTimeout is true and leaves the connection intact: a
+// later read continues where the stream stopped.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	c.readDeadline.Store(&t)
+	return c.nc.SetReadDeadline(t)
+}
+
+// SetWriteDeadline sets the deadline for writes. Unlike a read, a write that
+// times out part way through a frame leaves the stream unusable, so every
+// later write fails with the same error.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	c.writeDeadline.Store(&t)
+	return c.nc.SetWriteDeadline(t)
+}
+
+// SetDeadline sets both deadlines.
+func (c *Conn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.SetWriteDeadline(t)
+}
+
+// ---- reading ----
+
+// ReadMessage reads one whole message and returns its type (TextMessage or
+// BinaryMessage) and payload in a newly allocated slice.
+func (c *Conn) ReadMessage(ctx context.Context) (Opcode, []byte, error) {
+	return c.ReadMessageInto(ctx, nil)
+}
+
+// Read is ReadMessage.
+func (c *Conn) Read(ctx context.Context) (Opcode, []byte, error) { return c.ReadMessageInto(ctx, nil) }
+
+// ReadMessageInto reads one whole message and appends its payload to buf. A
+// server that passes the same buffer each time reads without allocating.
+func (c *Conn) ReadMessageInto(ctx context.Context, buf []byte) (Opcode, []byte, error) {
+	stop, err := c.watchRead(ctx)
+	if err != nil {
+		return 0, buf, err
+	}
+	op, buf, err := c.readInto(buf)
+	return op, buf, stop(err)
+}
+
+func (c *Conn) readInto(buf []byte) (Opcode, []byte, error) {
+	if err := c.finishActiveRead(); err != nil {
+		return 0, buf, err
+	}
+	for {
+		ev, err := c.nextEvent()
+		if err != nil {
+			return 0, buf, err
+		}
+		buf = append(buf, ev.Payload...)
+		if ev.Fin {
+			return ev.Op, buf, nil
+		}
+	}
+}
+
+// Reader returns the next message as a stream: its type and a reader of its
+// payload, valid until the next read call. A message need not be read to the
+// end; the next read call discards what is left of it.
+func (c *Conn) Reader(ctx context.Context) (Opcode, io.Reader, error) {
+	stop, err := c.watchRead(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := c.finishActiveRead(); err != nil {
+		return 0, nil, stop(err)
+	}
+	ev, err := c.nextEvent()
+	if err != nil {
+		return 0, nil, stop(err)
+	}
+	stop(nil)
+	r := &messageReader{c: c, ctx: ctx, op: ev.Op, buf: ev.Payload, eof: ev.Fin}
+	c.activeRead = r
+	return ev.Op, r, nil
+}
+
+func (c *Conn) finishActiveRead() error {
+	r := c.activeRead
+	if r == nil {
+		return nil
+	}
+	c.activeRead = nil
+	for !r.eof {
+		ev, err := c.nextEvent()
+		if err != nil {
+			return err
+		}
+		r.eof = ev.Fin
+	}
+	return nil
+}
+
+// messageReader streams one message's payload.
+type messageReader struct {
+	c   *Conn
+	ctx context.Context
+	op  Opcode
+	buf []byte
+	eof bool
+}
+
+func (r *messageReader) Read(p []byte) (int, error) {
+	for len(r.buf) == 0 {
+		if r.eof {
+			return 0, io.EOF
+		}
+		if r.c.activeRead != r {
+			return 0, errors.New("ws: read from a message reader after the next message was started")
+		}
+		stop, err := r.c.watchRead(r.ctx)
+		if err != nil {
+			return 0, err
+		}
+		ev, err := r.c.nextEvent()
+		if err = stop(err); err != nil {
+			return 0, err
+		}
+		r.buf, r.eof = ev.Payload, ev.Fin
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
+}
+
+// nextEvent returns the next data event, handling control frames on the way.
+func (c *Conn) nextEvent() (Event, error) {
+	if c.readErr != nil {
+		return Event{}, c.readErr
+	}
+	c.reading.Store(true)
+	defer c.reading.Store(false)
+	for {
+		if len(c.pending) > 0 {
+			c.p.Receive(c.pending)
+			c.pending = nil
+		}
+		ev, err := c.p.Next()
+		if err != nil {
+			return Event{}, c.failRead(err)
+		}
+		switch ev.Kind {
+		case EventMessage:
+			return ev, nil
+		case EventPing:
+			c.queuePong(ev.Payload)
+			if c.pingHandler != nil {
+				c.pingHandler(ev.Payload)
+			}
+			continue
+		case EventPong:
+			select {
+			case c.pongs <- struct{}{}:
+			default:
+			}
+			if c.pongHandler != nil {
+				c.pongHandler(ev.Payload)
+			}
+			continue
+		case EventClose:
+			return Event{}, c.peerClosed(ev.Code, ev.Reason)
+		}
+		// EventNone: the protocol needs more bytes.
+		n, err := c.nc.Read(c.rbuf)
+		if n > 0 {
+			c.p.Receive(c.rbuf[:n])
+			continue
+		}
+		if err != nil {
+			if isTimeout(err) {
+				// A timeout leaves the stream intact; nothing was consumed.
+				return Event{}, err
+			}
+			if c.closed.Load() {
+				return Event{}, c.setReadErr(ErrClosed)
+			}
+			if errors.Is(err, io.EOF) {
+				err = &CloseError{Code: StatusAbnormalClosure, Reason: "connection closed without a close frame"}
+			}
+			return Event{}, c.setReadErr(err)
+		}
+	}
+}
+
+func (c *Conn) setReadErr(err error) error {
+	c.readErr = err
+	return err
+}
+
+// failRead answers a protocol violation with the close code the protocol
+// chose (RFC 6455 §7.1.7) and drops the connection.
+func (c *Conn) failRead(err error) error {
+	var pe *ProtocolError
+	if errors.As(err, &pe) {
+		c.writeClose(func(dst []byte) ([]byte, error) { return c.p.AppendPendingClose(dst), nil })
+		c.closeNC()
+	}
+	return c.setReadErr(err)
+}
+
+// peerClosed echoes the peer's close frame (RFC 6455 §5.5.1) and closes the
+// TCP connection.
+func (c *Conn) peerClosed(code StatusCode, reason string) error {
+	c.closeRecvOnce.Do(func() { close(c.closeRecv) })
+	c.sendClose(code, "") // 1005 (no status) echoes as an empty close frame
+	c.closeNC()
+	return c.setReadErr(&CloseError{Code: code, Reason: reason})
+}
+
+// watchRead applies ctx to the read side: its deadline and its cancellation.
+// The returned function undoes that and maps a timeout caused by ctx to
+// ctx.Err().
+func (c *Conn) watchRead(ctx context.Context) (func(error) error, error) {
+	return watch(ctx, c.nc.SetReadDeadline, &c.readDeadline)
+}
+
+func (c *Conn) watchWrite(ctx context.Context) (func(error) error, error) {
+	return watch(ctx, c.nc.SetWriteDeadline, &c.writeDeadline)
+}
+
+var noop = func(err error) error { return err }
+
+func watch(ctx context.Context, set func(time.Time) error, user *atomic.Pointer[time.Time]) (func(error) error, error) {
+	if ctx == nil || ctx.Done() == nil {
+		return noop, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if d, ok := ctx.Deadline(); ok {
+		set(d)
+	}
+	stopAfter := context.AfterFunc(ctx, func() { set(time.Unix(1, 0)) })
+	return func(err error) error {
+		stopAfter()
+		restore := time.Time{}
+		if t := user.Load(); t != nil {
+			restore = *t
+		}
+		set(restore)
+		if err != nil && isTimeout(err) && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}, nil
+}
+
+func isTimeout(err error) bool {
+	return errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// ---- writing ----
+
+// WriteMessage writes one whole message of type TextMessage or BinaryMessage.
+// It compresses the message when permessage-deflate was negotiated and the
+// message is not smaller than the compression threshold.
+func (c *Conn) WriteMessage(ctx context.Context, op Opcode, p []byte) error {
+	if op != OpText && op != OpBinary {
+		return fmt.Errorf("ws: WriteMessage: opcode %v is not a data opcode", op)
+	}
+	stop, err := c.watchWrite(ctx)
+	if err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.writable(); err != nil {
+		return stop(err)
+	}
+	c.pmu.Lock()
+	c.wbuf, err = c.p.AppendMessage(c.flushCtrl(c.wbuf[:0]), op, p)
+	c.pmu.Unlock()
+	if err != nil {
+		return stop(err)
+	}
+	return stop(c.writeLocked(c.wbuf))
+}
+
+// Write is WriteMessage.
+func (c *Conn) Write(ctx context.Context, op Opcode, p []byte) error {
+	return c.WriteMessage(ctx, op, p)
+}
+
+// WritePrepared writes a message encoded once by NewPreparedMessage. A server
+// connection writes the prepared bytes as they are (their compressed form when
+// Compressed is true); a client connection must mask its frames, so it
+// encodes the message itself.
+func (c *Conn) WritePrepared(m *PreparedMessage) error {
+	return c.WritePreparedBatch([]*PreparedMessage{m})
+}
+
+// WritePreparedBatch writes many prepared messages with as few system calls
+// as the connection allows (one writev on a TCP connection). It is the write
+// path of a broadcast: no copy and no allocation per message.
+func (c *Conn) WritePreparedBatch(ms []*PreparedMessage) error {
+	if c.role != RoleServer {
+		for _, m := range ms {
+			if err := c.WriteMessage(context.Background(), m.Op(), m.Payload()); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.writable(); err != nil {
+		return err
+	}
+	c.wbuf = c.flushCtrl(c.wbuf[:0])
+	bufs := c.bufs[:0]
+	if len(c.wbuf) > 0 {
+		bufs = append(bufs, c.wbuf)
+	}
+	c.pmu.Lock()
+	for _, m := range ms {
+		f, err := c.p.PreparedFrame(m)
+		if err != nil {
+			c.pmu.Unlock()
+			return err
+		}
+		bufs = append(bufs, f)
+	}
+	c.pmu.Unlock()
+	c.bufs = bufs
+	if _, ok := c.nc.(*tls.Conn); ok {
+		// TLS seals each Write in its own records: one buffer is cheaper.
+		b := c.wbuf[:0]
+		for _, f := range bufs {
+			b = append(b, f...)
+		}
+		c.wbuf = b
+		clear(c.bufs[:cap(c.bufs)])
+		return c.writeLocked(b)
+	}
+	_, err := bufs.WriteTo(c.nc)
+	clear(c.bufs[:cap(c.bufs)]) // let the frames go
+	if err != nil {
+		c.writeErr = err
+	}
+	return err
+}
+
+// Ping sends a ping and waits for a pong or for ctx to end. Pongs are only
+// seen while some goroutine reads from the connection.
+func (c *Conn) Ping(ctx context.Context, payload []byte) error {
+	if len(payload) > 125 {
+		return errors.New("ws: ping payload longer than 125 bytes")
+	}
+	select { // forget a stale pong
+	case <-c.pongs:
+	default:
+	}
+	stop, err := c.watchWrite(ctx)
+	if err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	err = c.writable()
+	if err == nil {
+		c.pmu.Lock()
+		c.wbuf = c.p.AppendPing(c.flushCtrl(c.wbuf[:0]), payload)
+		c.pmu.Unlock()
+		err = c.writeLocked(c.wbuf)
+	}
+	c.wmu.Unlock()
+	if err = stop(err); err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	select {
+	case <-c.pongs:
+		return nil
+	case <-c.closeRecv:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// queuePong answers a ping (RFC 6455 §5.5.2). The reader never waits for the
+// write lock: when a writer holds it, the pong is sent with that writer's
+// next frame instead.
+func (c *Conn) queuePong(payload []byte) {
+	c.ctrlMu.Lock()
+	c.pmu.Lock()
+	// Only the latest pong matters (RFC 6455 §5.5.3 allows answering only
+	// the most recent ping).
+	c.ctrlQueued = c.p.AppendPong(c.ctrlQueued[:0], payload)
+	c.pmu.Unlock()
+	c.ctrlMu.Unlock()
+	if c.wmu.TryLock() {
+		if c.writable() == nil {
+			c.wbuf = c.flushCtrl(c.wbuf[:0])
+			if len(c.wbuf) > 0 {
+				c.writeLocked(c.wbuf)
+			}
+		}
+		c.wmu.Unlock()
+	}
+}
+
+// flushCtrl appends queued control frames to dst. The caller holds wmu.
+func (c *Conn) flushCtrl(dst []byte) []byte {
+	c.ctrlMu.Lock()
+	if len(c.ctrlQueued) > 0 {
+		dst = append(dst, c.ctrlQueued...)
+		c.ctrlQueued = c.ctrlQueued[:0]
+	}
+	c.ctrlMu.Unlock()
+	return dst
+}
+
+func (c *Conn) writable() error {
+	if c.writeErr != nil {
+		return c.writeErr
+	}
+	if c.closeSent.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// writeLocked writes b to the connection; the caller holds wmu. A failed
+// write is sticky: part of a frame may have gone out.
+func (c *Conn) writeLocked(b []byte) error {
+	_, err := c.nc.Write(b)
+	if err != nil {
+		if c.closed.Load() {
+			err = ErrClosed
+		}
+		c.writeErr = err
+	}
+	return err
+}
+
+// ---- closing ----
+
+// Close performs the closing handshake (RFC 6455 §7.1.2): it sends a close
+// frame with code and reason, waits up to the close timeout for the peer's
+// close frame, and closes the connection. It is safe to call more than once
+// and concurrently with reads and writes.
+func (c *Conn) Close(code StatusCode, reason string) error {
+	err := c.sendClose(code, reason)
+	if errors.Is(err, ErrClosed) {
+		c.closeNC()
+		return nil
+	}
+	if c.reading.Load() {
+		// Another goroutine reads; it will see the peer's close.
+		select {
+		case <-c.closeRecv:
+		case <-time.After(c.closeTimeout):
+		}
+	} else {
+		c.nc.SetReadDeadline(time.Now().Add(c.closeTimeout))
+		for {
+			if _, _, rerr := c.readInto(nil); rerr != nil {
+				break
+			}
+		}
+	}
+	c.closeNC()
+	return err
+}
+
+// CloseNow drops the connection without a closing handshake.
+func (c *Conn) CloseNow() error {
+	return c.closeNC()
+}
+
+func (c *Conn) closeNC() error {
+	var err error
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		err = c.nc.Close()
+	})
+	return err
+}
+
+// sendClose writes one close frame; later calls return ErrClosed. A zero
+// code sends a close frame without a body.
+func (c *Conn) sendClose(code StatusCode, reason string) error {
+	return c.writeClose(func(dst []byte) ([]byte, error) { return c.p.AppendClose(dst, code, reason) })
+}
+
+func (c *Conn) writeClose(appendClose func([]byte) ([]byte, error)) error {
+	if c.closeSent.Swap(true) {
+		return ErrClosed
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.writeErr != nil {
+		return c.writeErr
+	}
+	c.nc.SetWriteDeadline(time.Now().Add(c.closeTimeout))
+	c.pmu.Lock()
+	var err error
+	c.wbuf, err = appendClose(c.flushCtrl(c.wbuf[:0]))
+	c.pmu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.writeLocked(c.wbuf)
+}

@@ -1,0 +1,342 @@
+package ws
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// echoServer starts an httptest server that echoes every message back.
+func echoServer(t *testing.T, opts *AcceptOptions) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := Accept(w, r, opts)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		var buf []byte
+		for {
+			op, msg, err := c.ReadMessageInto(context.Background(), buf[:0])
+			if err != nil {
+				return
+			}
+			buf = msg
+			if err := c.WriteMessage(context.Background(), op, msg); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return "ws" + strings.TrimPrefix(srv.URL, "http")
+}
+
+func dialT(t *testing.T, url string, opts *DialOptions) *Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, _, err := Dial(ctx, url, opts)
+	if err != nil {
+		t.Fatalf("dial %s: %v", url, err)
+	}
+	t.Cleanup(func() { c.CloseNow() })
+	return c
+}
+
+func TestConnEcho(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	sizes := []int{0, 1, 125, 126, 65535, 65536, 1 << 20}
+	for _, compress := range []bool{false, true} {
+		url := echoServer(t, &AcceptOptions{EnableCompression: compress})
+		c := dialT(t, url, &DialOptions{EnableCompression: compress})
+		if compress && c.Deflate() == nil {
+			t.Fatal("deflate was not negotiated")
+		}
+		if !compress && c.Deflate() != nil {
+			t.Fatal("deflate negotiated without being offered")
+		}
+		ctx := context.Background()
+		for _, n := range sizes {
+			for _, op := range []Opcode{TextMessage, BinaryMessage} {
+				msg := make([]byte, n)
+				for i := range msg {
+					msg[i] = 'a' + byte(rng.IntN(26))
+				}
+				if err := c.WriteMessage(ctx, op, msg); err != nil {
+					t.Fatalf("write %d: %v", n, err)
+				}
+				gotOp, got, err := c.ReadMessage(ctx)
+				if err != nil {
+					t.Fatalf("read %d: %v", n, err)
+				}
+				if gotOp != op || !bytes.Equal(got, msg) {
+					t.Fatalf("compress=%v size %d: echo differs (op %v)", compress, n, gotOp)
+				}
+			}
+		}
+		if err := c.Close(StatusNormalClosure, "bye"); err != nil {
+			t.Fatalf("close: %v", err)
+		}
+	}
+}
+
+func TestConnStreaming(t *testing.T) {
+	url := echoServer(t, nil)
+	c := dialT(t, url, &DialOptions{WriteBufferSize: 1000})
+	ctx := context.Background()
+	w, err := c.Writer(ctx, BinaryMessage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Repeat([]byte("0123456789"), 1000) // ten frames of 1000 bytes
+	for i := 0; i < len(want); i += 333 {
+		if _, err := w.Write(want[i:min(i+333, len(want))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	op, r, err := c.Reader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op != BinaryMessage || !bytes.Equal(got, want) {
+		t.Fatalf("streamed echo differs: op %v, %d bytes", op, len(got))
+	}
+	// An unfinished reader is skipped by the next read.
+	c.WriteMessage(ctx, TextMessage, []byte("first"))
+	c.WriteMessage(ctx, TextMessage, []byte("second"))
+	if _, r, err = c.Reader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 2)
+	r.Read(b)
+	_, msg, err := c.ReadMessage(ctx)
+	if err != nil || string(msg) != "second" {
+		t.Fatalf("got %q, %v after a partly read message", msg, err)
+	}
+}
+
+// TestConcurrentWriters checks that the Conn serialises writers itself.
+func TestConcurrentWriters(t *testing.T) {
+	url := echoServer(t, nil)
+	c := dialT(t, url, nil)
+	ctx := context.Background()
+	const writers, each = 8, 50
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				msg := bytes.Repeat([]byte{byte('a' + w)}, 100+i)
+				if err := c.WriteMessage(ctx, TextMessage, msg); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	seen := 0
+	for seen < writers*each {
+		_, msg, err := c.ReadMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Count(msg, msg[:1]) != len(msg) {
+			t.Fatalf("interleaved message %q", msg)
+		}
+		seen++
+	}
+	wg.Wait()
+}
+
+func TestReadDeadlineKeepsConn(t *testing.T) {
+	url := echoServer(t, nil)
+	c := dialT(t, url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, _, err := c.ReadMessage(ctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want context.DeadlineExceeded", err)
+	}
+	// The connection still works after the timed-out read.
+	if err := c.WriteMessage(context.Background(), TextMessage, []byte("still here")); err != nil {
+		t.Fatal(err)
+	}
+	_, msg, err := c.ReadMessage(context.Background())
+	if err != nil || string(msg) != "still here" {
+		t.Fatalf("after timeout: %q, %v", msg, err)
+	}
+}
+
+func TestPingPong(t *testing.T) {
+	url := echoServer(t, nil)
+	c := dialT(t, url, nil)
+	go c.ReadMessage(context.Background()) // a reader must run to see the pong
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx, []byte("hi")); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+}
+
+func TestCloseHandshake(t *testing.T) {
+	got := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		_, _, err = c.ReadMessage(context.Background())
+		got <- err
+	}))
+	defer srv.Close()
+	c := dialT(t, "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	if err := c.Close(StatusGoingAway, "done"); err != nil {
+		t.Fatal(err)
+	}
+	var ce *CloseError
+	if err := <-got; !errors.As(err, &ce) || ce.Code != StatusGoingAway || ce.Reason != "done" {
+		t.Fatalf("server saw %v, want close 1001 done", err)
+	}
+	if err := c.WriteMessage(context.Background(), TextMessage, []byte("x")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("write after close: %v, want ErrClosed", err)
+	}
+}
+
+// TestProtocolViolationClose sends an unmasked frame to a server: it must
+// answer with close 1002 and drop the connection (RFC 6455 §5.1).
+func TestProtocolViolationClose(t *testing.T) {
+	url := echoServer(t, nil)
+	c := dialT(t, url, nil)
+	nc := c.NetConn()
+	nc.Write([]byte{0x81, 0x02, 'h', 'i'}) // text "hi", unmasked
+	nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+	b, _ := io.ReadAll(nc)
+	if len(b) < 4 || b[0] != 0x88 || int(b[2])<<8|int(b[3]) != int(StatusProtocolError) {
+		t.Fatalf("server answered % x, want a close frame with 1002", b)
+	}
+}
+
+func TestHandshakeRefusals(t *testing.T) {
+	url := echoServer(t, nil)
+	httpURL := "http" + strings.TrimPrefix(url, "ws")
+	cases := []struct {
+		name   string
+		header map[string]string
+		want   int
+	}{
+		{"plain GET", nil, http.StatusBadRequest},
+		{"old version", map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "8", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}, http.StatusUpgradeRequired},
+		{"cross origin", map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Origin": "http://evil.example"}, http.StatusForbidden},
+	}
+	for _, tc := range cases {
+		req, _ := http.NewRequest("GET", httpURL, nil)
+		for k, v := range tc.header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: status %d, want %d", tc.name, resp.StatusCode, tc.want)
+		}
+	}
+	// The client reports a refused handshake with its status.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no websockets here", http.StatusTeapot)
+	}))
+	defer srv.Close()
+	_, _, err := Dial(context.Background(), "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	var de *DialError
+	if !errors.As(err, &de) || de.StatusCode != http.StatusTeapot || !strings.Contains(de.Body, "no websockets here") {
+		t.Fatalf("got %v, want a DialError with 418 and the body", err)
+	}
+}
+
+func TestUpgradeConnRaw(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		c, _, err := UpgradeConn(nc, &AcceptOptions{EnableCompression: true})
+		if err != nil {
+			return
+		}
+		op, msg, err := c.ReadMessage(context.Background())
+		if err == nil {
+			c.WriteMessage(context.Background(), op, append(msg, '!'))
+		}
+		c.Close(StatusNormalClosure, "")
+	}()
+	c := dialT(t, "ws://"+ln.Addr().String()+"/x", &DialOptions{EnableCompression: true})
+	ctx := context.Background()
+	c.WriteMessage(ctx, TextMessage, bytes.Repeat([]byte("hello "), 100))
+	_, msg, err := c.ReadMessage(ctx)
+	if err != nil || !bytes.HasSuffix(msg, []byte(" !")) || len(msg) != 601 {
+		t.Fatalf("got %d bytes, %v", len(msg), err)
+	}
+}
+
+func TestPreparedBatch(t *testing.T) {
+	received := make(chan []string, 2)
+	srvOpts := &AcceptOptions{EnableCompression: true, Compression: CompressionOptions{Threshold: -1}}
+	var msgs []*PreparedMessage
+	for _, s := range []string{"one", "two", strings.Repeat("three ", 50)} {
+		m, err := NewPreparedMessage(TextMessage, []byte(s), srvOpts.Compression)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, m)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := Accept(w, r, srvOpts)
+		if err != nil {
+			return
+		}
+		c.WritePreparedBatch(msgs)
+		c.Close(StatusNormalClosure, "")
+	}))
+	defer srv.Close()
+	for _, compress := range []bool{false, true} {
+		c := dialT(t, "ws"+strings.TrimPrefix(srv.URL, "http"), &DialOptions{EnableCompression: compress})
+		var got []string
+		for range msgs {
+			_, m, err := c.ReadMessage(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, string(m))
+		}
+		received <- got
+		g := <-received
+		for i, m := range msgs {
+			if g[i] != string(m.Payload()) {
+				t.Fatalf("compress=%v message %d: %q", compress, i, g[i])
+			}
+		}
+	}
+}
