@@ -1,0 +1,176 @@
+// Package config loads the bus configuration: the `websocket` section of the
+// OVOS configuration stack (ovos-config), then the Rust bus's
+// OVOS_BUS_CONFIG_FILE and OVOS_BUS_* variables, then command-line flags.
+// It validates the result field by field and field against field, says
+// which layer set each key, tells a reload what changed, and makes the
+// self-signed TLS certificate.
+//
+//	cfg, prov, err := config.Load(config.LoadOptions{Flags: flags})
+//	if err != nil { ... }           // an *Error naming file:line:col and key
+//	for _, w := range prov.Warnings { log.Warn(w) }
+//	cfg.Print(os.Stdout, prov)      // ovbus serve --print-config
+//
+// # Layers
+//
+// Lowest priority first; nested objects merge key by key, any other value
+// (lists included) replaces the one below:
+//
+//  1. default: $OVOS_DEFAULT_CONFIG, else the bundled defaults
+//     (defaults.conf in this package: the spec's websocket table);
+//  2. remote cache: $MYCROFT_WEB_CACHE, else
+//     $XDG_CONFIG_HOME/<base>/web_cache.json. Its websocket and system
+//     sections never apply, nor any key in system.protected_keys.remote;
+//  3. distribution: $OVOS_DISTRIBUTION_CONFIG, else /usr/share/<base>/<file>;
+//  4. system: $MYCROFT_SYSTEM_CONFIG, else /etc/<base>/<file>;
+//  5. XDG: $XDG_CONFIG_HOME/<base>/<file> (the user's file), then each
+//     directory of $XDG_CONFIG_DIRS (default /etc/xdg) as <dir>/<base>/<file>
+//     in reverse order, so that /etc/xdg/mycroft/mycroft.conf beats the
+//     user's file. Keys in system.protected_keys.user are removed here;
+//  6. bus file: $OVOS_BUS_CONFIG_FILE, its websocket and logging sections
+//     only (see below);
+//  7. variables: the OVOS_BUS_* variables below, one layer each;
+//  8. flags: those given on the command line (RegisterFlags).
+//
+// <base> is $OVOS_CONFIG_BASE_FOLDER (default mycroft), <file> is
+// $OVOS_CONFIG_FILENAME (default mycroft.conf); XDG_CONFIG_HOME defaults to
+// ~/.config, XDG_STATE_HOME to ~/.local/state, XDG_DATA_HOME to
+// ~/.local/share. An empty variable counts as unset for all these paths.
+//
+// The `system` section is read only from layers 1, 3 and 4, deep-merged in
+// that order: system.disable_remote_config skips layer 2,
+// system.disable_user_config skips layer 5 (layers 6 to 8 are the operator's
+// and always apply). protected_keys name nested keys as "a:b".
+//
+// # Files
+//
+// .yml and .yaml files are YAML; any other file is JSON in which a line
+// whose first non-blank characters are // or # is a comment. An empty (or
+// all-comment) file is an empty configuration. A missing file is skipped and
+// listed as "not found" in Provenance.Layers; an unreadable or malformed one
+// is an error, never a silent fallback to defaults. A repeated JSON key keeps
+// its last value, as in Python.
+//
+// OVOS_BUS_CONFIG_FILE, which the Rust bus reads with a YAML parser whatever
+// its name, is YAML when named .yml or .yaml, commented JSON when named
+// .json or .conf, and otherwise JSON if its first non-comment character is
+// '{', else YAML. Like the Rust bus, ovbus reads its `websocket` section (and
+// also its `logging` section, for the log level); anything else in it is
+// ignored, so it may be a whole mycroft.conf. A file holding websocket keys
+// at the top level, outside a `websocket` object, is an error that says so.
+// Unlike the Rust bus, a named file that does not exist is an error.
+//
+// # Keys
+//
+// The websocket section. "OVOS" keys are read by the other OVOS buses too;
+// the others are ovbus's own. Seconds may be fractional (0.5) or written as
+// a Go duration string ("500ms"). Numbers may be written as strings ("8181"),
+// booleans as true/false, yes/no, on/off or 1/0. A key set to null takes its
+// built-in value.
+//
+//	key                       default             variable / flag                     reload   meaning
+//	host                      "127.0.0.1"         OVOS_BUS_HOST --host                restart  OVOS: bind address
+//	port                      8181                OVOS_BUS_PORT --port                restart  OVOS: TCP port; 0 picks a free one
+//	route                     "/core"             OVOS_BUS_ROUTE --route              restart  OVOS: exact URL path, starts with /
+//	ssl                       false               OVOS_BUS_USE_SSL --ssl              restart  OVOS: serve wss:// on the same port
+//	ssl_cert, ssl_key         unset               OVOS_BUS_SSL_CERT --ssl-cert,       restart  OVOS: PEM files; unless both are set a
+//	                                              OVOS_BUS_SSL_KEY --ssl-key                   self-signed pair is made (EnsureCertificate)
+//	max_msg_size              25 (10 if missing)  OVOS_BUS_MAX_MSG_SIZE --max-msg-size live     OVOS: largest frame, MiB (× 1024 × 1024
+//	                                                                                           bytes), > 0, at most 4096; fractions allowed
+//	filter                    false               OVOS_BUS_FILTER --filter            live     OVOS: one DEBUG line per message
+//	filter_logs               ["gui.status.request", "gui.page.upload"]               live     OVOS: types left out of that line
+//	                                              OVOS_BUS_FILTER_LOGS --filter-logs           (comma-separated in variable and flag)
+//	shared_connection         true                -                                   live     OVOS: read by clients only
+//	secret_key,               unset               -                                   -        OVOS: read by clients only; the bus
+//	allow_unencrypted                                                                          relays encrypted frames untouched
+//	max_queue_bytes           67108864 (64 MiB)   OVOS_BUS_MAX_QUEUE_BYTES            live     bytes queued for one client before it
+//	                                              --max-queue-bytes                            is closed as too slow; at least
+//	                                                                                           max_msg_size. Unset, it grows to
+//	                                                                                           2 × max_msg_size when that is larger
+//	max_queue_messages        100000              OVOS_BUS_MAX_QUEUE_MESSAGES         live     messages queued for one client before
+//	                                              OVOS_BUS_MSG_BUFFER_CAPACITY                 it is closed as too slow (the Rust
+//	                                              --max-queue-messages                         bus's message_buffer_capacity)
+//	write_timeout             10                  OVOS_BUS_WRITE_TIMEOUT              live     seconds one write to a client may take
+//	                                              --write-timeout
+//	handshake_timeout         10                  OVOS_BUS_HANDSHAKE_TIMEOUT          live     seconds a connection may take to
+//	                                              --handshake-timeout                          complete the WebSocket upgrade
+//	shutdown_timeout          5                   OVOS_BUS_SHUTDOWN_TIMEOUT           live     seconds spent flushing queues on
+//	                                              --shutdown-timeout                           SIGINT/SIGTERM; 0 drops at once
+//	close_frames_on_shutdown  false               OVOS_BUS_CLOSE_FRAMES_ON_SHUTDOWN   live     send 1001 close frames on shutdown;
+//	                                              --close-frames-on-shutdown                   off because OVOS clients do not
+//	                                                                                           reconnect after one (spec §8)
+//	compression               true                OVOS_BUS_COMPRESSION --compression  restart  permessage-deflate for clients that
+//	                                                                                           offer it
+//	metrics_address           "" (off)            OVOS_BUS_METRICS_ADDRESS            restart  host:port of a separate /metrics
+//	                                              --metrics-address                            listener, e.g. "127.0.0.1:9181"
+//	allowed_origins           [] (all)            OVOS_BUS_ALLOWED_ORIGINS            live     accepted Origin headers, '*' wildcard,
+//	                                              --allowed-origins                            case-insensitive; requests without
+//	                                                                                           Origin (non-browsers) always pass
+//	auth                      off                 -                                   live     tokens and permissions, below
+//	log_file                  $XDG_STATE_HOME/<base>/bus.log                          restart  rotating log file (50 MB × 3);
+//	                                              OVOS_BUS_LOG_FILE --log-file                 "" disables it, null is the default
+//
+// The log level is not in the websocket section: it is logging.bus.log_level,
+// else logging.log_level, else INFO (DEBUG, INFO, WARNING, ERROR, CRITICAL;
+// any case; WARN, FATAL and Python's numbers 10-50 are accepted), then
+// OVOS_BUS_LOG_LEVEL and --log-level; it reloads live. A log_level inside the
+// websocket section is ignored with a warning.
+//
+// Aliases: websocket.message_buffer_capacity (the Rust bus) is
+// max_queue_messages, websocket.filter_ogs (a Tornado release's misspelling)
+// is filter_logs; the proper name wins when a file sets both.
+//
+// Any other websocket key is ignored with a warning in Provenance.Warnings.
+//
+// # Variables
+//
+// The Rust bus's variables: OVOS_BUS_CONFIG_FILE, OVOS_BUS_HOST,
+// OVOS_BUS_PORT, OVOS_BUS_ROUTE, OVOS_BUS_MAX_MSG_SIZE (MiB),
+// OVOS_BUS_USE_SSL and OVOS_BUS_MSG_BUFFER_CAPACITY (= max_queue_messages;
+// OVOS_BUS_MAX_QUEUE_MESSAGES wins when both are set), plus ovbus's in the
+// table. Unlike the Rust bus, a value that cannot be used is an error rather
+// than ignored, and OVOS_BUS_USE_SSL=false turns SSL off; OVOS_BUS_USE_SSL
+// set to anything else, the empty string included, turns it on. For the other
+// variables an empty value is a value: OVOS_BUS_LOG_FILE= turns the file off,
+// OVOS_BUS_HOST= is an error.
+//
+// # Auth
+//
+//	"websocket": {
+//	  "auth": {
+//	    "required": false,
+//	    "tokens": {
+//	      "3f9c...long random secret...": {"name": "skills",
+//	                                       "emit": ["speak", "recognizer_loop:*"],
+//	                                       "receive": ["*"]},
+//	      "b71e...another secret...":     {"name": "gui"}
+//	    }
+//	  }
+//	}
+//
+// Off by default, as on the Tornado bus. A client presenting a token listed in
+// tokens gets that token's permissions; a client presenting any other token is
+// rejected; a client presenting none is accepted with every permission unless
+// required is true (then required with no tokens is an error). How a client
+// presents its token is up to package bus. For each token, "emit" lists the
+// message types the client may send and "receive" those delivered to it; a
+// list that is absent allows every type, an empty list none. In patterns '*'
+// stands for any run of characters (MatchType); a frame without a type
+// (encrypted frames) is matched as "", so only "*" lets it through. "name"
+// labels the token in logs and metrics. Any other key under auth or a token
+// is an error, so that a misspelling cannot grant more than meant. Print shows
+// names and the first 4 characters of each token, never a whole token.
+//
+// # Provenance
+//
+// Provenance.Source names the layer that set each key: "default (bundled)",
+// "default /path", "remote /path", "distribution /path", "system /path",
+// "user /path", "xdg /path", "bus-file /path", "env OVOS_BUS_PORT",
+// "flag --port", or "built-in" when no layer set it. For log_level it adds
+// which key it came from: "system /etc/mycroft/mycroft.conf
+// (logging.bus.log_level)".
+//
+// # Reload
+//
+// Load again on SIGHUP and call Diff(old, new): the live keys can be applied
+// to the running bus, the restart keys are logged as needing a restart.
+package config

@@ -1,0 +1,430 @@
+package config
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+//go:embed defaults.conf
+var bundledDefaults []byte
+
+// LoadOptions are the inputs of Load besides the files themselves.
+type LoadOptions struct {
+	// LookupEnv reads the environment; nil means os.LookupEnv. Every path
+	// Load reads comes from it (HOME, XDG_*, OVOS_*, MYCROFT_*), so tests
+	// point it at temporary directories.
+	LookupEnv func(key string) (string, bool)
+	// Flags are the command-line overrides from RegisterFlags; nil for none.
+	Flags *FlagOverrides
+}
+
+// layer is one source of settings, lowest priority first in the stack.
+type layer struct {
+	name  string // default, remote, distribution, system, user, xdg, bus-file, env, flag
+	label string // what Provenance shows: "system /etc/mycroft/mycroft.conf"
+	file  string // the file, if the layer is one
+	tree  *tree
+}
+
+// locations are the files of the ovos-config stack.
+type locations struct {
+	base, file   string // OVOS_CONFIG_BASE_FOLDER, OVOS_CONFIG_FILENAME
+	defaultFile  string // "" for the bundled defaults
+	remote       string
+	distribution string
+	system       string
+	user         string
+	xdgDirs      []string // files in merge order: lowest priority first
+	stateHome    string
+}
+
+// env wraps the lookup function; empty values count as unset for paths.
+type env func(string) (string, bool)
+
+func (e env) get(key string) string {
+	v, _ := e(key)
+	return v
+}
+
+func (e env) or(key, def string) string {
+	if v := e.get(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func (e env) home() (string, error) {
+	if h := e.get("HOME"); h != "" {
+		return h, nil
+	}
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return "", &Error{Msg: "cannot find the home directory: set HOME or the XDG_* variables", Err: err}
+	}
+	return h, nil
+}
+
+// xdgHome returns $key, else $HOME/rel.
+func (e env) xdgHome(key, rel string) (string, error) {
+	if v := e.get(key); v != "" {
+		return v, nil
+	}
+	h, err := e.home()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(h, rel), nil
+}
+
+func findLocations(e env) (*locations, error) {
+	l := &locations{
+		base: e.or("OVOS_CONFIG_BASE_FOLDER", "mycroft"),
+		file: e.or("OVOS_CONFIG_FILENAME", "mycroft.conf"),
+	}
+	configHome, err := e.xdgHome("XDG_CONFIG_HOME", ".config")
+	if err != nil {
+		return nil, err
+	}
+	l.stateHome, err = e.xdgHome("XDG_STATE_HOME", filepath.Join(".local", "state"))
+	if err != nil {
+		return nil, err
+	}
+	l.defaultFile = e.get("OVOS_DEFAULT_CONFIG")
+	l.remote = e.or("MYCROFT_WEB_CACHE", filepath.Join(configHome, l.base, "web_cache.json"))
+	l.distribution = e.or("OVOS_DISTRIBUTION_CONFIG", filepath.Join("/usr/share", l.base, l.file))
+	l.system = e.or("MYCROFT_SYSTEM_CONFIG", filepath.Join("/etc", l.base, l.file))
+	l.user = filepath.Join(configHome, l.base, l.file)
+	var dirs []string
+	for d := range strings.SplitSeq(e.or("XDG_CONFIG_DIRS", "/etc/xdg"), ":") {
+		if d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	// XDG_CONFIG_DIRS lists the most important directory first; merge it
+	// last so that it wins.
+	for _, d := range slices.Backward(dirs) {
+		l.xdgDirs = append(l.xdgDirs, filepath.Join(d, l.base, l.file))
+	}
+	return l, nil
+}
+
+// readLayer reads one file of the stack; a missing file gives nil, nil.
+func readLayer(name, path string, f func(string, []byte) format) (*layer, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		msg := "cannot read: " + err.Error()
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			msg = "cannot read: " + pe.Err.Error()
+		}
+		return nil, &Error{File: path, Msg: msg, Err: err}
+	}
+	t, err := parse(path, data, f(path, data))
+	if err != nil {
+		return nil, err
+	}
+	return &layer{name: name, label: name + " " + path, file: path, tree: t}, nil
+}
+
+func byName(path string, _ []byte) format { return formatFor(path) }
+
+// Load reads the configuration the way ovos-config does, then applies the
+// Rust bus's OVOS_BUS_CONFIG_FILE and OVOS_BUS_* variables, then flags, and
+// validates the result. See the package documentation for the layers.
+//
+// It returns the merged configuration and where each key came from. A file
+// that is missing is skipped; one that cannot be read or parsed, or a value
+// of the wrong type or out of range, is an *Error naming the file, line and
+// key, or the variable or flag. Load is safe for concurrent use.
+func Load(opts LoadOptions) (*Config, *Provenance, error) {
+	lookup := opts.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	e := env(lookup)
+	loc, err := findLocations(e)
+	if err != nil {
+		return nil, nil, err
+	}
+	prov := &Provenance{sources: map[string]string{}}
+	note := func(name, path, status string) {
+		prov.Layers = append(prov.Layers, Layer{Name: name, Path: path, Status: status})
+	}
+	// read reads a file layer and records what happened.
+	read := func(name, path string) (*layer, error) {
+		l, err := readLayer(name, path, byName)
+		switch {
+		case err != nil:
+			note(name, path, "error")
+			return nil, err
+		case l == nil:
+			note(name, path, "not found")
+		default:
+			note(name, path, "loaded")
+		}
+		return l, nil
+	}
+
+	// 1. default
+	var def *layer
+	if loc.defaultFile != "" {
+		if def, err = read("default", loc.defaultFile); err != nil {
+			return nil, prov, err
+		}
+		if def == nil {
+			prov.Warnings = append(prov.Warnings, fmt.Sprintf(
+				"OVOS_DEFAULT_CONFIG names %s, which does not exist: no default layer, built-in values apply", loc.defaultFile))
+		}
+	} else {
+		t, err := parse("(bundled defaults)", bundledDefaults, formatJSON)
+		if err != nil {
+			panic("config: bundled defaults: " + err.Error())
+		}
+		def = &layer{name: "default", label: "default (bundled)", tree: t}
+		note("default", "", "loaded (bundled)")
+	}
+	// 3. distribution and 4. system: read before the remote cache because
+	// they, with the default layer, decide whether it is read at all.
+	dist, err := read("distribution", loc.distribution)
+	if err != nil {
+		return nil, prov, err
+	}
+	sys, err := read("system", loc.system)
+	if err != nil {
+		return nil, prov, err
+	}
+	cons, err := systemConstraints(def, dist, sys)
+	if err != nil {
+		return nil, prov, err
+	}
+
+	// 2. remote cache, its websocket section protected
+	var remote *layer
+	if cons.disableRemote {
+		note("remote", loc.remote, "skipped: system.disable_remote_config")
+	} else if remote, err = read("remote", loc.remote); err != nil {
+		return nil, prov, err
+	}
+	if remote != nil {
+		protect(remote.tree.data, append([]string{"system", "websocket"}, cons.protectedRemote...))
+	}
+
+	// 5. XDG: the user's file, then $XDG_CONFIG_DIRS in reverse order.
+	var xdg []*layer
+	xdgFiles := append([]string{loc.user}, loc.xdgDirs...)
+	for i, path := range xdgFiles {
+		name := "xdg"
+		if i == 0 {
+			name = "user"
+		}
+		if cons.disableUser {
+			note(name, path, "skipped: system.disable_user_config")
+			continue
+		}
+		l, err := read(name, path)
+		if err != nil {
+			return nil, prov, err
+		}
+		if l != nil {
+			protect(l.tree.data, append([]string{"system"}, cons.protectedUser...))
+			xdg = append(xdg, l)
+		}
+	}
+
+	stack := []*layer{def, remote, dist, sys}
+	stack = append(stack, xdg...)
+
+	// OVOS_BUS_CONFIG_FILE: only its websocket and logging sections.
+	if path := e.get("OVOS_BUS_CONFIG_FILE"); path != "" {
+		l, err := readLayer("bus-file", path, sniffFormat)
+		if err == nil && l == nil {
+			err = &Error{File: path, Msg: "file not found (named by OVOS_BUS_CONFIG_FILE)"}
+		}
+		if err != nil {
+			note("bus-file", path, "error")
+			return nil, prov, err
+		}
+		note("bus-file", path, "loaded")
+		if err := keepBusSections(l); err != nil {
+			return nil, prov, err
+		}
+		stack = append(stack, l)
+	}
+
+	stack = append(stack, envLayers(e)...)
+	if opts.Flags != nil {
+		stack = append(stack, opts.Flags.layers()...)
+	}
+
+	// Layers were noted in reading order; show them in merge order.
+	rank := map[string]int{"default": 0, "remote": 1, "distribution": 2, "system": 3, "user": 4, "xdg": 5, "bus-file": 6}
+	slices.SortStableFunc(prov.Layers, func(a, b Layer) int { return rank[a.Name] - rank[b.Name] })
+
+	m := newMerger()
+	for _, l := range stack {
+		if l != nil {
+			normalizeAliases(l, &prov.Warnings)
+			m.merge(m.data, l.tree.data, l, "")
+		}
+	}
+	cfg, err := decode(m, loc, prov)
+	if err != nil {
+		return nil, prov, err
+	}
+	if errs := cfg.check(); len(errs) > 0 {
+		return nil, prov, m.errorAt(errs[0].key, errs[0].msg)
+	}
+	return cfg, prov, nil
+}
+
+// constraints is the merged `system` section.
+type constraints struct {
+	disableUser, disableRemote     bool
+	protectedRemote, protectedUser []string
+}
+
+// systemConstraints merges the `system` sections of the default,
+// distribution and system layers, the only ones it is read from.
+func systemConstraints(layers ...*layer) (constraints, error) {
+	var c constraints
+	m := newMerger()
+	for _, l := range layers {
+		if l == nil {
+			continue
+		}
+		if s, ok := l.tree.data["system"]; ok {
+			m.merge(m.data, map[string]any{"system": s}, l, "")
+		}
+	}
+	s, ok := m.data["system"]
+	if !ok || s == nil {
+		return c, nil
+	}
+	sm, ok := s.(map[string]any)
+	if !ok {
+		return c, m.errorPath("system", "expected an object, got "+describe(s))
+	}
+	var err error
+	get := func(key string, conv func(any) error) {
+		if v, ok := sm[key]; ok && v != nil && err == nil {
+			if cerr := conv(v); cerr != nil {
+				err = m.errorPath(join("system", key), cerr.Error())
+			}
+		}
+	}
+	get("disable_user_config", func(v any) (e error) { c.disableUser, e = asBool(v); return })
+	get("disable_remote_config", func(v any) (e error) { c.disableRemote, e = asBool(v); return })
+	get("protected_keys", func(v any) error {
+		pk, ok := v.(map[string]any)
+		if !ok {
+			return fmt.Errorf("expected an object with \"remote\" and \"user\" lists, got %s", describe(v))
+		}
+		for key, dst := range map[string]*[]string{"remote": &c.protectedRemote, "user": &c.protectedUser} {
+			if lv, ok := pk[key]; ok && lv != nil {
+				list, lerr := asStringList(lv)
+				if lerr != nil {
+					return fmt.Errorf("%s: %w", key, lerr)
+				}
+				*dst = list
+			}
+		}
+		return nil
+	})
+	return c, err
+}
+
+// protect deletes protected keys ("a:b" for b inside a) from a layer.
+func protect(data map[string]any, keys []string) {
+	for _, k := range keys {
+		parts := strings.Split(k, ":")
+		m := data
+		for i, p := range parts {
+			if i == len(parts)-1 {
+				delete(m, p)
+				break
+			}
+			next, ok := m[p].(map[string]any)
+			if !ok {
+				break
+			}
+			m = next
+		}
+	}
+}
+
+// knownKeys are the websocket keys ovbus reads, in the order Print shows.
+var knownKeys = []string{
+	"host", "port", "route", "ssl", "ssl_cert", "ssl_key", "max_msg_size",
+	"filter", "filter_logs", "shared_connection",
+	"max_queue_bytes", "max_queue_messages", "write_timeout", "handshake_timeout",
+	"shutdown_timeout", "close_frames_on_shutdown", "compression",
+	"metrics_address", "allowed_origins", "auth", "log_file",
+}
+
+// clientKeys are websocket keys meant for clients that the bus ignores.
+var clientKeys = []string{"secret_key", "allow_unencrypted"}
+
+// aliases maps other buses' names of a key to ovbus's.
+var aliases = map[string]string{
+	"message_buffer_capacity": "max_queue_messages", // the Rust bus
+	"filter_ogs":              "filter_logs",        // a Tornado release's typo
+}
+
+// normalizeAliases renames alias keys in a layer's websocket section; when a
+// layer sets both names, the canonical one wins.
+func normalizeAliases(l *layer, warnings *[]string) {
+	ws, ok := l.tree.data["websocket"].(map[string]any)
+	if !ok {
+		return
+	}
+	for _, alias := range slices.Sorted(maps.Keys(aliases)) {
+		v, ok := ws[alias]
+		if !ok {
+			continue
+		}
+		canon := aliases[alias]
+		delete(ws, alias)
+		if _, both := ws[canon]; both {
+			*warnings = append(*warnings, fmt.Sprintf("%s: websocket.%s ignored: websocket.%s is set too", l.label, alias, canon))
+			continue
+		}
+		ws[canon] = v
+		from, to := join("websocket", alias), join("websocket", canon)
+		if p, ok := l.tree.pos[from]; ok {
+			l.tree.pos[to] = p
+		}
+	}
+}
+
+// keepBusSections reduces the OVOS_BUS_CONFIG_FILE layer to its websocket
+// and logging sections, as the Rust bus reads only the websocket section.
+func keepBusSections(l *layer) error {
+	d := l.tree.data
+	_, hasWS := d["websocket"]
+	_, hasLog := d["logging"]
+	if !hasWS && !hasLog {
+		for _, k := range slices.Concat(knownKeys, slices.Sorted(maps.Keys(aliases))) {
+			if _, ok := d[k]; ok {
+				p := l.tree.pos[k]
+				return &Error{File: l.file, Line: p.line, Col: p.col, Key: k,
+					Msg: "OVOS_BUS_CONFIG_FILE is read for its \"websocket\" section: put this key under \"websocket\""}
+			}
+		}
+	}
+	for k := range d {
+		if k != "websocket" && k != "logging" {
+			delete(d, k)
+		}
+	}
+	return nil
+}

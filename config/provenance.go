@@ -1,0 +1,185 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// Provenance says where the configuration came from: the files considered,
+// the layer that set each key, and warnings worth logging.
+type Provenance struct {
+	// Layers are the files of the stack in merge order, lowest priority
+	// first, including those not found or skipped.
+	Layers []Layer
+	// Warnings are problems that did not stop Load: unknown keys, a lone
+	// ssl_cert, a missing OVOS_DEFAULT_CONFIG file. Log them.
+	Warnings []string
+
+	sources map[string]string
+}
+
+// Layer is one file of the stack and what became of it.
+type Layer struct {
+	// Name is default, remote, distribution, system, user, xdg or bus-file.
+	Name string
+	// Path is the file; "" for the bundled defaults.
+	Path string
+	// Status is "loaded", "loaded (bundled)", "not found", "error" or
+	// "skipped: system.disable_user_config" (or ..._remote_config).
+	Status string
+}
+
+// Source returns the layer that set a key: a websocket key ("port") or
+// "log_level". Values look like "default (bundled)", "system
+// /etc/mycroft/mycroft.conf", "xdg /etc/xdg/mycroft/mycroft.conf", "env
+// OVOS_BUS_PORT", "flag --port" or "built-in" when no layer set it; an object
+// several layers added to lists them joined by " + ".
+func (p *Provenance) Source(key string) string {
+	if p == nil {
+		return ""
+	}
+	return p.sources[key]
+}
+
+// Keys lists the keys Print shows, in order: the websocket keys, then
+// log_level.
+func Keys() []string { return append(slices.Clone(knownKeys), "log_level") }
+
+// value returns key's value as the configuration writes it.
+func (c *Config) value(key string) any {
+	switch key {
+	case "host":
+		return c.Host
+	case "port":
+		return c.Port
+	case "route":
+		return c.Route
+	case "ssl":
+		return c.SSL
+	case "ssl_cert":
+		return optional(c.SSLCert)
+	case "ssl_key":
+		return optional(c.SSLKey)
+	case "max_msg_size":
+		return c.MaxMsgSizeMiB
+	case "filter":
+		return c.Filter
+	case "filter_logs":
+		return nonNil(c.FilterLogs)
+	case "shared_connection":
+		return c.SharedConnection
+	case "max_queue_bytes":
+		return c.MaxQueueBytes
+	case "max_queue_messages":
+		return c.MaxQueueMessages
+	case "write_timeout":
+		return seconds(c.WriteTimeout)
+	case "handshake_timeout":
+		return seconds(c.HandshakeTimeout)
+	case "shutdown_timeout":
+		return seconds(c.ShutdownTimeout)
+	case "close_frames_on_shutdown":
+		return c.CloseFramesOnShutdown
+	case "compression":
+		return c.Compression
+	case "metrics_address":
+		return c.MetricsAddress
+	case "allowed_origins":
+		return nonNil(c.AllowedOrigins)
+	case "auth":
+		return c.Auth.redacted()
+	case "log_file":
+		return c.LogFile
+	case "log_level":
+		return c.LogLevel
+	}
+	return nil
+}
+
+func optional(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// redacted is Auth as Print shows it: tokens replaced by their names or
+// their first characters.
+func (a Auth) redacted() any {
+	type perms struct {
+		Name    string   `json:"name,omitempty"`
+		Emit    []string `json:"emit,omitempty"`
+		Receive []string `json:"receive,omitempty"`
+	}
+	tokens := map[string]perms{}
+	for i, tok := range slices.Sorted(maps.Keys(a.Tokens)) {
+		p := a.Tokens[tok]
+		shown := strings.Trim(redact(tok), `"`)
+		if _, dup := tokens[shown]; dup || shown == "…" {
+			shown = fmt.Sprintf("token %d", i+1)
+		}
+		tokens[shown] = perms{p.Name, p.Emit, p.Receive}
+	}
+	return struct {
+		Required bool             `json:"required"`
+		Tokens   map[string]perms `json:"tokens"`
+	}{a.Required, tokens}
+}
+
+// Print writes the merged configuration, one key per line with the layer
+// that set it, after the list of files considered. It is the output of
+// `ovbus serve --print-config`. Tokens are not shown. p may be nil.
+func (c *Config) Print(w io.Writer, p *Provenance) error {
+	var b strings.Builder
+	if p != nil && len(p.Layers) > 0 {
+		b.WriteString("# layers, lowest priority first (then OVOS_BUS_* variables, then flags):\n")
+		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		for _, l := range p.Layers {
+			path := l.Path
+			if path == "" {
+				path = "(bundled)"
+			}
+			fmt.Fprintf(tw, "#   %s\t%s\t%s\n", l.Name, path, l.Status)
+		}
+		tw.Flush()
+		for _, warn := range p.Warnings {
+			b.WriteString("# warning: " + warn + "\n")
+		}
+	}
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	section := func(name string) { fmt.Fprintf(tw, "%s:\t\t\n", name) }
+	line := func(key string) {
+		v, err := json.Marshal(c.value(key))
+		if err != nil {
+			v = []byte(fmt.Sprintf("%v", c.value(key)))
+		}
+		src := ""
+		if p != nil {
+			src = "# " + p.Source(key)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", key, v, src)
+	}
+	section("websocket")
+	for _, k := range knownKeys {
+		line(k)
+	}
+	section("logging")
+	line("log_level")
+	tw.Flush()
+	out := regexp.MustCompile(`(?m)[ \t]+$`).ReplaceAllString(b.String(), "")
+	_, err := io.WriteString(w, out)
+	return err
+}
