@@ -128,9 +128,17 @@ func UpgradeConn(nc net.Conn, opts *AcceptOptions) (*Conn, *http.Request, error)
 	br := bufio.NewReaderSize(nc, 4096)
 	r, err := handshake.ReadServerRequest(br)
 	if err != nil {
-		writeHTTPError(nc, &handshake.Error{Status: http.StatusBadRequest, Message: err.Error()})
+		// An *Error deserves an answer (400, 431); an IO error means the
+		// peer is gone or silent.
+		var herr *handshake.Error
+		if errors.As(err, &herr) {
+			writeHTTPError(nc, herr)
+		}
 		nc.Close()
-		return nil, nil, &HandshakeError{Status: http.StatusBadRequest, Message: err.Error()}
+		if herr != nil {
+			return nil, nil, &HandshakeError{Status: herr.Status, Message: herr.Message}
+		}
+		return nil, nil, fmt.Errorf("ws: reading handshake request: %w", err)
 	}
 	resp, cfg, herr := negotiate(r, opts)
 	if herr != nil {
@@ -150,15 +158,7 @@ func UpgradeConn(nc net.Conn, opts *AcceptOptions) (*Conn, *http.Request, error)
 }
 
 func writeHTTPError(nc net.Conn, e *handshake.Error) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n", e.Status, http.StatusText(e.Status))
-	for k, vs := range e.Header {
-		for _, v := range vs {
-			fmt.Fprintf(&b, "%s: %s\r\n", k, v)
-		}
-	}
-	fmt.Fprintf(&b, "Content-Length: %d\r\n\r\n%s\n", len(e.Message)+1, e.Message)
-	nc.Write([]byte(b.String()))
+	nc.Write(e.AppendResponse(nil))
 }
 
 // negotiate checks the request and builds the 101 response and the Conn

@@ -411,8 +411,15 @@ func watch(ctx context.Context, set func(time.Time) error, user *atomic.Pointer[
 			restore = *t
 		}
 		set(restore)
-		if err != nil && isTimeout(err) && ctx.Err() != nil {
-			return ctx.Err()
+		if err != nil && isTimeout(err) {
+			if cerr := ctx.Err(); cerr != nil {
+				return cerr
+			}
+			// The socket deadline taken from ctx may fire a moment before
+			// ctx's own timer.
+			if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+				return context.DeadlineExceeded
+			}
 		}
 		return err
 	}, nil
