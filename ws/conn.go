@@ -53,10 +53,12 @@ type Conn struct {
 	pmu sync.Mutex
 	p   *Protocol
 
-	// Read side: used by the one reading goroutine.
+	// Read side: rmu is held by each read call, so that Close can tell
+	// whether it may read the peer's close frame itself.
+	rmu         sync.Mutex
+	readDead    chan struct{} // closed when the read side has a final error
 	rbuf        []byte
 	pending     []byte // leftover handshake bytes to feed before reading nc
-	reading     atomic.Bool
 	activeRead  *messageReader
 	readErr     error // sticky error of the read side
 	pingHandler func([]byte)
@@ -122,6 +124,7 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 		rbuf:         make([]byte, cfg.readBufferSize),
 		wbufSize:     cfg.writeBufferSize,
 		closeRecv:    make(chan struct{}),
+		readDead:     make(chan struct{}),
 		closeTimeout: cfg.closeTimeout,
 		pongs:        make(chan struct{}, 1),
 	}
@@ -203,6 +206,8 @@ func (c *Conn) Read(ctx context.Context) (Opcode, []byte, error) { return c.Read
 // ReadMessageInto reads one whole message and appends its payload to buf. A
 // server that passes the same buffer each time reads without allocating.
 func (c *Conn) ReadMessageInto(ctx context.Context, buf []byte) (Opcode, []byte, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
 	stop, err := c.watchRead(ctx)
 	if err != nil {
 		return 0, buf, err
@@ -231,6 +236,8 @@ func (c *Conn) readInto(buf []byte) (Opcode, []byte, error) {
 // payload, valid until the next read call. A message need not be read to the
 // end; the next read call discards what is left of it.
 func (c *Conn) Reader(ctx context.Context) (Opcode, io.Reader, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
 	stop, err := c.watchRead(ctx)
 	if err != nil {
 		return 0, nil, err
@@ -274,6 +281,8 @@ type messageReader struct {
 }
 
 func (r *messageReader) Read(p []byte) (int, error) {
+	r.c.rmu.Lock()
+	defer r.c.rmu.Unlock()
 	for len(r.buf) == 0 {
 		if r.eof {
 			return 0, io.EOF
@@ -301,8 +310,6 @@ func (c *Conn) nextEvent() (Event, error) {
 	if c.readErr != nil {
 		return Event{}, c.readErr
 	}
-	c.reading.Store(true)
-	defer c.reading.Store(false)
 	for {
 		if len(c.pending) > 0 {
 			c.p.Receive(c.pending)
@@ -356,7 +363,10 @@ func (c *Conn) nextEvent() (Event, error) {
 }
 
 func (c *Conn) setReadErr(err error) error {
-	c.readErr = err
+	if c.readErr == nil {
+		c.readErr = err
+		close(c.readDead)
+	}
 	return err
 }
 
@@ -627,19 +637,24 @@ func (c *Conn) Close(code StatusCode, reason string) error {
 		c.closeNC()
 		return nil
 	}
-	if c.reading.Load() {
-		// Another goroutine reads; it will see the peer's close.
-		select {
-		case <-c.closeRecv:
-		case <-time.After(c.closeTimeout):
-		}
-	} else {
+	if c.rmu.TryLock() {
+		// Nobody is reading: read until the peer's close frame arrives.
 		c.nc.SetReadDeadline(time.Now().Add(c.closeTimeout))
 		for {
 			if _, _, rerr := c.readInto(nil); rerr != nil {
 				break
 			}
 		}
+		c.rmu.Unlock()
+	} else {
+		// Another goroutine reads; it will see the peer's close or fail.
+		t := time.NewTimer(c.closeTimeout)
+		select {
+		case <-c.closeRecv:
+		case <-c.readDead:
+		case <-t.C:
+		}
+		t.Stop()
 	}
 	c.closeNC()
 	return err

@@ -340,3 +340,30 @@ func TestPreparedBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseWithReadLoop closes while another goroutine runs a read loop: the
+// two must not read at once (the race detector checks), and the loop must end
+// with the close.
+func TestCloseWithReadLoop(t *testing.T) {
+	url := echoServer(t, nil)
+	c := dialT(t, url, nil)
+	done := make(chan error, 1)
+	go func() {
+		for {
+			if _, _, err := c.ReadMessage(context.Background()); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	for i := range 20 {
+		c.WriteMessage(context.Background(), TextMessage, []byte{byte('a' + i)})
+	}
+	if err := c.Close(StatusNormalClosure, ""); err != nil {
+		t.Fatal(err)
+	}
+	var ce *CloseError
+	if err := <-done; !errors.As(err, &ce) && !errors.Is(err, ErrClosed) {
+		t.Fatalf("read loop ended with %v", err)
+	}
+}

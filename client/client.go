@@ -1,0 +1,851 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ovbus/ovbus/ws"
+)
+
+// DefaultURL is the bus address of a default OVOS install (the websocket config section's host,
+// port and route: ../shared/spec/ovos-bus.md §1).
+const DefaultURL = "ws://127.0.0.1:8181/core"
+
+// Defaults of Options.
+const (
+	DefaultReconnectMin    = 500 * time.Millisecond
+	DefaultReconnectMax    = 60 * time.Second
+	DefaultReconnectJitter = 0.2
+	DefaultQueueSize       = 1000
+	DefaultHandlerBacklog  = 10000
+	// DefaultTimeout is the wait of WaitFor and WaitForResponse when none is given, as in the
+	// Python client's wait_for_message and wait_for_response.
+	DefaultTimeout = 3 * time.Second
+)
+
+// URLFromEnv returns the bus URL named by the variables of the Rust bus and its clients,
+// OVOS_BUS_HOST, OVOS_BUS_PORT, OVOS_BUS_ROUTE and OVOS_BUS_USE_SSL, each defaulting to the part of
+// DefaultURL it names.
+func URLFromEnv() string {
+	host := envOr("OVOS_BUS_HOST", "127.0.0.1")
+	port := envOr("OVOS_BUS_PORT", "8181")
+	route := envOr("OVOS_BUS_ROUTE", "/core")
+	if !strings.HasPrefix(route, "/") {
+		route = "/" + route
+	}
+	scheme := "ws"
+	switch strings.ToLower(os.Getenv("OVOS_BUS_USE_SSL")) {
+	case "1", "true", "yes", "on":
+		scheme = "wss"
+	}
+	if strings.Contains(host, ":") && !strings.HasPrefix(host, "[") {
+		host = "[" + host + "]" // IPv6 literal
+	}
+	return scheme + "://" + host + ":" + port + route
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// Errors returned by the Client.
+var (
+	// ErrClosed: the Client has been closed.
+	ErrClosed = errors.New("client: closed")
+	// ErrDisconnected: Emit while disconnected with queueing turned off (Options.QueueSize < 0).
+	ErrDisconnected = errors.New("client: not connected")
+	// ErrQueueFull: Emit while disconnected and Options.QueueSize messages are already queued.
+	ErrQueueFull = errors.New("client: emit queue full while disconnected")
+	// ErrTimeout: WaitFor or WaitForResponse saw no matching message in time.
+	ErrTimeout = errors.New("timed out")
+)
+
+// State is the connection state of a Client.
+type State int32
+
+const (
+	Idle         State = iota // created, Connect or Start not called yet
+	Connecting                // dialing
+	Connected                 // the handshake succeeded and the emit queue has been flushed
+	Disconnected              // a dial failed or the connection dropped; a retry follows
+	Closed                    // Close was called (or the connection dropped with NoReconnect)
+)
+
+func (s State) String() string {
+	switch s {
+	case Idle:
+		return "idle"
+	case Connecting:
+		return "connecting"
+	case Connected:
+		return "connected"
+	case Disconnected:
+		return "disconnected"
+	case Closed:
+		return "closed"
+	}
+	return fmt.Sprintf("State(%d)", int32(s))
+}
+
+// StateChange is reported to Options.OnState.
+type StateChange struct {
+	State State
+	// Err is why the client is Disconnected (the dial or read error), or why it is Closed after a
+	// drop with NoReconnect.
+	Err error
+	// Retry is, for Disconnected, the wait before the next dial (0 when none follows).
+	Retry time.Duration
+	// Attempt counts the failed dials since the last successful one.
+	Attempt int
+}
+
+// Options configures a Client. A nil *Options means the defaults; a zero field means its default.
+type Options struct {
+	// Dial is passed to ws.Dial: TLS configuration (e.g. RootCAs holding the bus's self-signed
+	// certificate), headers, proxy, compression, timeouts, message size limits.
+	Dial *ws.DialOptions
+
+	// Reconnection backoff: after a drop or a failed dial the client waits ReconnectMin, then twice
+	// as long after each further failure, up to ReconnectMax; each wait is varied at random by
+	// ±ReconnectJitter (a fraction). The defaults, 500 ms doubling to 60 s with ±20 %, reach the
+	// Python client's 5 s → 60 s ceiling but retry a restarted bus sooner; the jitter keeps many
+	// clients from reconnecting in lock step. A negative ReconnectJitter means none.
+	ReconnectMin    time.Duration
+	ReconnectMax    time.Duration
+	ReconnectJitter float64
+	// NoReconnect makes a dropped connection final: the client goes to Closed.
+	NoReconnect bool
+
+	// QueueSize bounds the messages Emit queues while the client is not connected; they are sent,
+	// in order, as soon as it connects. When the queue is full Emit returns ErrQueueFull. A
+	// negative QueueSize turns queueing off: Emit returns ErrDisconnected at once. Default 1000.
+	QueueSize int
+
+	// HandlerBacklog bounds the messages waiting for one handler. When a handler falls that far
+	// behind, reading from the bus waits for it (nothing is dropped), delaying the other handlers
+	// too. Default 10000.
+	HandlerBacklog int
+
+	// SessionSync emits {"type":"ovos.session.sync"} after every connect, before the queued
+	// messages, as the Python client does to ask ovos-core for the default session. Off by default:
+	// tools and tests should not put traffic of their own on the bus.
+	SessionSync bool
+
+	// OnState is called, in order and off the read loop, on every change of connection state.
+	OnState func(StateChange)
+}
+
+func (o *Options) withDefaults() Options {
+	var v Options
+	if o != nil {
+		v = *o
+	}
+	if v.ReconnectMin <= 0 {
+		v.ReconnectMin = DefaultReconnectMin
+	}
+	if v.ReconnectMax <= 0 {
+		v.ReconnectMax = DefaultReconnectMax
+	}
+	if v.ReconnectMax < v.ReconnectMin {
+		v.ReconnectMax = v.ReconnectMin
+	}
+	if v.ReconnectJitter == 0 {
+		v.ReconnectJitter = DefaultReconnectJitter
+	} else if v.ReconnectJitter < 0 {
+		v.ReconnectJitter = 0
+	} else if v.ReconnectJitter > 1 {
+		v.ReconnectJitter = 1
+	}
+	if v.QueueSize == 0 {
+		v.QueueSize = DefaultQueueSize
+	}
+	if v.HandlerBacklog <= 0 {
+		v.HandlerBacklog = DefaultHandlerBacklog
+	}
+	return v
+}
+
+// Frame is one frame received from the bus.
+type Frame struct {
+	Binary   bool
+	Data     []byte    // the payload as received; shared, do not modify
+	Received time.Time // when it was read
+	// Message is the decoded message when Err is nil.
+	Message Message
+	// Err says why the frame is not an OVOS message (it wraps ErrNotMessage), or is nil.
+	Err error
+}
+
+// Handler receives messages; see On.
+type Handler func(Message)
+
+// FrameHandler receives every frame; see OnFrame.
+type FrameHandler func(Frame)
+
+// HandlerID identifies a registered handler for Remove.
+type HandlerID uint64
+
+type handler struct {
+	id      HandlerID
+	pattern string // message type, "*", or "" for a frame handler
+	once    bool
+	d       *dispatcher[Frame]
+}
+
+type waiter struct {
+	typ string
+	ch  chan Message // cap 1
+}
+
+// Client is a connection to an OVOS message bus that reconnects by itself.
+//
+// Messages from the bus are delivered to handlers registered with On, Once and OnFrame. Every
+// handler has its own goroutine and backlog: it sees messages one at a time in the order the bus
+// sent them, and a slow handler does not hold up reading or the other handlers (up to
+// Options.HandlerBacklog). The bus echoes every message to its sender, so a client's own messages
+// reach its handlers too, like the greeting "connected" that opens every connection.
+//
+// All methods are safe for concurrent use.
+type Client struct {
+	url  string
+	opts Options
+
+	ctx    context.Context // lifetime; cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the connection manager and the reader
+	done   chan struct{}
+
+	mu          sync.Mutex
+	state       State
+	started     bool
+	closing     bool // no more emits, connects or state changes but Closed
+	closeCalled bool
+	conn        *ws.Conn // set while Connected (after the queue was flushed)
+	queue       [][]byte
+	stateD      *dispatcher[StateChange]
+
+	hmu      sync.Mutex
+	hclosed  bool
+	nextID   HandlerID
+	handlers []*handler
+	waiters  []*waiter
+	targets  []*handler // the reader's scratch slice
+}
+
+// New returns a Client for the bus at rawURL (ws:// or wss://) without connecting: register
+// handlers, then call Connect or Start.
+func New(rawURL string, opts *Options) (*Client, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("client: bad bus URL: %w", err)
+	}
+	if u.Scheme != "ws" && u.Scheme != "wss" {
+		return nil, fmt.Errorf("client: bad bus URL %q: the scheme must be ws or wss", rawURL)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("client: bad bus URL %q: no host", rawURL)
+	}
+	c := &Client{url: rawURL, opts: opts.withDefaults(), done: make(chan struct{})}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if c.opts.OnState != nil {
+		c.stateD = newDispatcher(c.opts.OnState, 0)
+	}
+	return c, nil
+}
+
+// Dial returns a Client connected to the bus at rawURL: New then Connect. The greeting
+// ("connected") may arrive before handlers registered after Dial exist; to see it, use New, On,
+// then Connect.
+func Dial(ctx context.Context, rawURL string, opts *Options) (*Client, error) {
+	c, err := New(rawURL, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Connect(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// URL returns the bus URL.
+func (c *Client) URL() string { return c.url }
+
+// State returns the current connection state.
+func (c *Client) State() State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state
+}
+
+// Done is closed when Close has finished.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// setState records s and reports it; c.mu must be held.
+func (c *Client) setStateLocked(ch StateChange) {
+	c.state = ch.State
+	if c.stateD != nil {
+		c.stateD.push(context.Background(), ch) // unbounded: never waits
+	}
+}
+
+func (c *Client) setState(ch StateChange) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing && ch.State != Closed {
+		return
+	}
+	c.setStateLocked(ch)
+}
+
+// Connect dials the bus once and returns the error if that fails (the client may then be
+// connected again, started or closed). It returns when the client is Connected: messages queued
+// before have been written and Emit writes straight to the connection. From then on the client
+// keeps the connection up by itself: it reconnects after every drop until Close.
+func (c *Client) Connect(ctx context.Context) error {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	if c.started {
+		c.mu.Unlock()
+		return errors.New("client: already started")
+	}
+	c.started = true
+	c.setStateLocked(StateChange{State: Connecting})
+	c.mu.Unlock()
+
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	unhook := context.AfterFunc(c.ctx, stop) // Close aborts the dial
+	defer unhook()
+	conn, _, err := ws.Dial(ctx, c.url, c.opts.Dial)
+	if err != nil {
+		c.mu.Lock()
+		c.started = false
+		if !c.closing {
+			c.setStateLocked(StateChange{State: Disconnected, Err: err, Attempt: 1})
+		}
+		c.mu.Unlock()
+		return fmt.Errorf("client: connect: %w", err)
+	}
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		conn.CloseNow()
+		return ErrClosed
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	ready := make(chan struct{})
+	go c.manage(conn, sync.OnceFunc(func() { close(ready) }))
+	// Return once Emit writes straight to the connection (the queue is flushed), or the first
+	// connection already ended (the client is then reconnecting by itself).
+	select {
+	case <-ready:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// Start connects in the background, retrying with backoff until it succeeds, and keeps the
+// connection up until Close. Messages emitted meanwhile are queued (Options.QueueSize).
+func (c *Client) Start() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return ErrClosed
+	}
+	if c.started {
+		return errors.New("client: already started")
+	}
+	c.started = true
+	c.wg.Add(1)
+	go c.manage(nil, func() {})
+	return nil
+}
+
+// backoff returns the wait before retry number attempt (1 = the first).
+func (c *Client) backoff(attempt int) time.Duration {
+	d := c.opts.ReconnectMin
+	for i := 1; i < attempt && d < c.opts.ReconnectMax; i++ {
+		d *= 2
+	}
+	d = min(d, c.opts.ReconnectMax)
+	if j := c.opts.ReconnectJitter; j > 0 {
+		d = time.Duration(float64(d) * (1 + j*(2*rand.Float64()-1)))
+	}
+	return d
+}
+
+// manage keeps a connection up until Close. conn is the first connection, or nil to dial it;
+// ready is called when the first connection is Connected or has ended.
+func (c *Client) manage(conn *ws.Conn, ready func()) {
+	defer c.wg.Done()
+	defer ready()
+	attempt := 0
+	for {
+		if conn == nil {
+			c.setState(StateChange{State: Connecting, Attempt: attempt})
+			var err error
+			conn, _, err = ws.Dial(c.ctx, c.url, c.opts.Dial)
+			if err != nil {
+				if c.ctx.Err() != nil {
+					return
+				}
+				attempt++
+				delay := c.backoff(attempt)
+				c.setState(StateChange{State: Disconnected, Err: err, Retry: delay, Attempt: attempt})
+				if !sleep(c.ctx, delay) {
+					return
+				}
+				continue
+			}
+		}
+		attempt = 0
+		err := c.serve(conn, ready)
+		ready()
+		conn = nil
+		if c.ctx.Err() != nil {
+			return
+		}
+		if c.opts.NoReconnect {
+			c.mu.Lock()
+			c.closing = true
+			n := len(c.queue)
+			c.queue = nil
+			c.mu.Unlock()
+			if n > 0 {
+				err = fmt.Errorf("%w (%d queued messages dropped)", err, n)
+			}
+			c.setState(StateChange{State: Closed, Err: err})
+			go c.Close()
+			return
+		}
+		attempt++
+		delay := c.backoff(attempt)
+		c.setState(StateChange{State: Disconnected, Err: err, Retry: delay, Attempt: attempt})
+		if !sleep(c.ctx, delay) {
+			return
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+var sessionSyncFrame = []byte(`{"type":"ovos.session.sync","data":{},"context":{}}`)
+
+// serve runs one connection until it drops or the client closes, and returns why it ended.
+func (c *Client) serve(conn *ws.Conn, ready func()) error {
+	readErr := make(chan error, 1)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		readErr <- c.read(conn)
+	}()
+
+	err := c.flush(conn)
+	graceful := errors.Is(err, ErrClosed) // closing, and no write was cut short
+	if err == nil {
+		ready()
+		select {
+		case err = <-readErr:
+			readErr = nil
+		case <-c.ctx.Done():
+			err, graceful = ErrClosed, true
+		}
+	}
+	c.mu.Lock()
+	if c.conn == conn {
+		c.conn = nil
+	}
+	c.mu.Unlock()
+	if graceful && readErr != nil {
+		// Stop the reader (a timed-out read leaves the stream intact), then let Close do the
+		// closing handshake, reading the peer's close frame itself: one reader at a time.
+		conn.SetReadDeadline(time.Now())
+		<-readErr
+		readErr = nil
+		conn.SetReadDeadline(time.Time{})
+		conn.Close(ws.StatusNormalClosure, "")
+	} else {
+		conn.CloseNow()
+	}
+	if readErr != nil {
+		<-readErr
+	}
+	return err
+}
+
+// flush sends the session sync (if on) and the queued messages, then marks the client Connected.
+// Messages emitted meanwhile join the queue, so they keep their order.
+func (c *Client) flush(conn *ws.Conn) error {
+	if c.opts.SessionSync {
+		if err := conn.WriteMessage(c.ctx, ws.TextMessage, sessionSyncFrame); err != nil {
+			return err
+		}
+	}
+	for {
+		c.mu.Lock()
+		if c.closing {
+			c.mu.Unlock()
+			return ErrClosed
+		}
+		if len(c.queue) == 0 {
+			c.conn = conn
+			c.setStateLocked(StateChange{State: Connected})
+			c.mu.Unlock()
+			return nil
+		}
+		batch := c.queue
+		c.queue = nil
+		c.mu.Unlock()
+		for i, b := range batch {
+			if err := conn.WriteMessage(c.ctx, ws.TextMessage, b); err != nil {
+				c.mu.Lock()
+				c.queue = append(batch[i:], c.queue...)
+				c.mu.Unlock()
+				return err
+			}
+		}
+	}
+}
+
+// read reads frames until the connection fails and hands them to the handlers.
+func (c *Client) read(conn *ws.Conn) error {
+	for {
+		// No context: serve ends the read with CloseNow, or with a read deadline before a
+		// closing handshake.
+		op, b, err := conn.ReadMessage(context.Background())
+		if err != nil {
+			return err
+		}
+		f := Frame{Binary: op == ws.BinaryMessage, Data: b, Received: time.Now()}
+		if f.Binary {
+			f.Err = notMessage(ErrBinary, "")
+		} else {
+			f.Message, f.Err = Parse(b)
+		}
+		c.dispatch(f)
+	}
+}
+
+func (c *Client) dispatch(f Frame) {
+	c.hmu.Lock()
+	targets := c.targets[:0]
+	keep := c.handlers[:0]
+	for _, h := range c.handlers {
+		match := h.pattern == "" || (f.Err == nil && (h.pattern == "*" || h.pattern == f.Message.Type))
+		if match {
+			targets = append(targets, h)
+		}
+		if !match || !h.once {
+			keep = append(keep, h)
+		}
+	}
+	clear(c.handlers[len(keep):])
+	c.handlers = keep
+	if f.Err == nil && len(c.waiters) > 0 {
+		rest := c.waiters[:0]
+		for _, w := range c.waiters {
+			if w.typ == "*" || w.typ == f.Message.Type {
+				w.ch <- f.Message // cap 1, and a waiter is removed after its first message
+				continue
+			}
+			rest = append(rest, w)
+		}
+		clear(c.waiters[len(rest):])
+		c.waiters = rest
+	}
+	c.targets = targets
+	c.hmu.Unlock()
+
+	for i, h := range targets {
+		h.d.push(c.ctx, f)
+		if h.once {
+			h.d.finish()
+		}
+		targets[i] = nil
+	}
+}
+
+// Emit sends m to the bus (which relays it to every client, this one included). It returns once
+// the message has been written to the connection, or queued while the client is not connected
+// (Options.QueueSize); it returns ErrQueueFull or ErrDisconnected when it can do neither, and
+// ErrClosed after Close. ctx bounds the write: a write cut short by ctx breaks the connection,
+// which is then re-established.
+func (c *Client) Emit(ctx context.Context, m Message) error {
+	b, err := m.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	return c.EmitRaw(ctx, b)
+}
+
+// EmitRaw sends one text frame as it is, like Emit; b need not be an OVOS message. EmitRaw does
+// not keep b.
+func (c *Client) EmitRaw(ctx context.Context, b []byte) error {
+	var cause error
+	for {
+		c.mu.Lock()
+		if c.closing {
+			c.mu.Unlock()
+			return ErrClosed
+		}
+		conn := c.conn
+		if conn == nil {
+			defer c.mu.Unlock()
+			switch {
+			case c.opts.QueueSize < 0:
+				if cause != nil {
+					return fmt.Errorf("%w: %w", ErrDisconnected, cause)
+				}
+				return ErrDisconnected
+			case len(c.queue) >= c.opts.QueueSize:
+				return ErrQueueFull
+			}
+			c.queue = append(c.queue, append([]byte(nil), b...))
+			return nil
+		}
+		c.mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return err // before writing anything: the connection stays up
+		}
+		err := conn.WriteMessage(ctx, ws.TextMessage, b)
+		if err == nil {
+			return nil
+		}
+		// The connection is unusable (a failed write leaves a frame half written): drop it; the
+		// reader notices and the client reconnects.
+		conn.CloseNow()
+		c.mu.Lock()
+		if c.conn == conn {
+			c.conn = nil
+		}
+		c.mu.Unlock()
+		if ctx.Err() != nil {
+			return err
+		}
+		cause = err // queue it, or write it to a newer connection
+	}
+}
+
+// Queued returns the number of messages waiting for a connection.
+func (c *Client) Queued() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue)
+}
+
+func (c *Client) add(pattern string, once bool, fn func(Frame)) HandlerID {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	c.nextID++
+	id := c.nextID
+	if c.hclosed {
+		return id
+	}
+	h := &handler{id: id, pattern: pattern, once: once}
+	h.d = newDispatcher(fn, c.opts.HandlerBacklog)
+	c.handlers = append(c.handlers, h)
+	return id
+}
+
+// On calls h for every message of type typ ("*": every message), in the order received, on a
+// goroutine of its own. It returns an ID for Remove. Frames that are not OVOS messages reach only
+// OnFrame handlers.
+func (c *Client) On(typ string, h Handler) HandlerID {
+	return c.add(typ, false, func(f Frame) { h(f.Message) })
+}
+
+// Once is On for the first matching message only.
+func (c *Client) Once(typ string, h Handler) HandlerID {
+	return c.add(typ, true, func(f Frame) { h(f.Message) })
+}
+
+// OnFrame calls h for every frame received, OVOS message or not (Frame.Err says which): text that
+// is not JSON, JSON that is not a message, encrypted messages, binary frames.
+func (c *Client) OnFrame(h FrameHandler) HandlerID {
+	return c.add("", false, h)
+}
+
+// Remove unregisters a handler. Messages queued for it and not yet started are discarded; a call
+// already running finishes. It reports whether the handler was registered.
+func (c *Client) Remove(id HandlerID) bool {
+	c.hmu.Lock()
+	var found *handler
+	for i, h := range c.handlers {
+		if h.id == id {
+			found = h
+			c.handlers = slices.Delete(c.handlers, i, i+1)
+			break
+		}
+	}
+	c.hmu.Unlock()
+	if found == nil {
+		return false
+	}
+	found.d.stop()
+	return true
+}
+
+func timeoutCtx(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	if timeout < 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, timeout)
+}
+
+func (c *Client) addWaiter(typ string) (*waiter, error) {
+	w := &waiter{typ: typ, ch: make(chan Message, 1)}
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	if c.hclosed {
+		return nil, ErrClosed
+	}
+	c.waiters = append(c.waiters, w)
+	return w, nil
+}
+
+func (c *Client) removeWaiter(w *waiter) {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	for i, x := range c.waiters {
+		if x == w {
+			c.waiters = slices.Delete(c.waiters, i, i+1)
+			return
+		}
+	}
+}
+
+func (c *Client) wait(ctx context.Context, w *waiter, timeout time.Duration) (Message, error) {
+	tctx, cancel := timeoutCtx(ctx, timeout)
+	defer cancel()
+	select {
+	case m := <-w.ch:
+		return m, nil
+	case <-c.done:
+		return Message{}, ErrClosed
+	case <-c.ctx.Done():
+		return Message{}, ErrClosed
+	case <-tctx.Done():
+		select {
+		case m := <-w.ch: // arrived at the last moment
+			return m, nil
+		default:
+		}
+		if ctx.Err() != nil {
+			return Message{}, ctx.Err()
+		}
+		if timeout == 0 {
+			timeout = DefaultTimeout
+		}
+		return Message{}, fmt.Errorf("%w after %v waiting for %q", ErrTimeout, timeout, w.typ)
+	}
+}
+
+// WaitFor returns the next message of type typ ("*": any message) received after the call. It
+// gives up after timeout (0: DefaultTimeout, 3 s; negative: no limit) with an error wrapping
+// ErrTimeout, or when ctx ends with ctx.Err().
+func (c *Client) WaitFor(ctx context.Context, typ string, timeout time.Duration) (Message, error) {
+	w, err := c.addWaiter(typ)
+	if err != nil {
+		return Message{}, err
+	}
+	defer c.removeWaiter(w)
+	return c.wait(ctx, w, timeout)
+}
+
+// WaitForResponse emits m and returns the first message of type replyType received after that
+// (default m.Type+".response"), like the Python client's wait_for_response, which matches on the
+// type only. timeout is as in WaitFor.
+func (c *Client) WaitForResponse(ctx context.Context, m Message, replyType string, timeout time.Duration) (Message, error) {
+	if replyType == "" {
+		replyType = m.Type + ".response"
+	}
+	w, err := c.addWaiter(replyType)
+	if err != nil {
+		return Message{}, err
+	}
+	defer c.removeWaiter(w)
+	if err := c.Emit(ctx, m); err != nil {
+		return Message{}, err
+	}
+	return c.wait(ctx, w, timeout)
+}
+
+// Close closes the connection (with a closing handshake), stops reconnecting and stops the
+// handlers: handlers that are idle are gone when Close returns; a handler that is running (it may be
+// the caller) finishes on its own, and nothing is delivered after it. Messages still queued are
+// dropped, which Close reports as an error. Calls after the first return nil at once; Done is
+// closed when the first has finished.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closeCalled {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closeCalled = true
+	c.closing = true
+	unsent := len(c.queue)
+	c.queue = nil
+	c.mu.Unlock()
+
+	c.cancel()
+	c.wg.Wait()
+
+	c.hmu.Lock()
+	c.hclosed = true
+	hs := c.handlers
+	c.handlers = nil
+	c.waiters = nil
+	c.hmu.Unlock()
+
+	c.mu.Lock()
+	if c.state != Closed {
+		c.setStateLocked(StateChange{State: Closed})
+	}
+	c.mu.Unlock()
+
+	var wait []<-chan struct{}
+	for _, h := range hs {
+		if !h.d.stop() {
+			wait = append(wait, h.d.done)
+		}
+	}
+	if c.stateD != nil && !c.stateD.finish() {
+		wait = append(wait, c.stateD.done)
+	}
+	for _, ch := range wait {
+		<-ch
+	}
+	close(c.done)
+	if unsent > 0 {
+		return fmt.Errorf("client: closed with %d queued messages unsent", unsent)
+	}
+	return nil
+}

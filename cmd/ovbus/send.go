@@ -1,0 +1,317 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ovbus/ovbus/client"
+	"github.com/ovbus/ovbus/ws"
+)
+
+func init() {
+	register("send", "emit one message on the bus, optionally wait for a reply", runSend)
+}
+
+// Exit codes of listen and send.
+const (
+	exitOK      = 0
+	exitTimeout = 1 // send: no echo or reply in time
+	exitUsage   = 2 // bad flags or arguments
+	exitConn    = 3 // cannot connect, or the connection was lost
+)
+
+const exitCodesHelp = `
+Exit status: 0 done; 1 timed out; 2 bad usage (flags, JSON); 3 cannot connect or connection lost.
+`
+
+// busFlags are the connection flags shared by listen and send.
+type busFlags struct {
+	url      string
+	ca       string
+	insecure bool
+}
+
+func addBusFlags(fs *flag.FlagSet) *busFlags {
+	b := &busFlags{}
+	fs.StringVar(&b.url, "url", client.URLFromEnv(),
+		"bus `URL`, ws:// or wss://; OVOS_BUS_HOST, OVOS_BUS_PORT, OVOS_BUS_ROUTE and OVOS_BUS_USE_SSL set its default")
+	fs.StringVar(&b.ca, "ca", "", "`FILE` with the PEM certificate of the CA (or the bus's self-signed one) to trust for wss://")
+	fs.BoolVar(&b.insecure, "insecure", false, "wss:// without verifying the bus's certificate")
+	return b
+}
+
+func (b *busFlags) dialOptions() (*ws.DialOptions, error) {
+	if b.ca == "" && !b.insecure {
+		return nil, nil
+	}
+	cfg := &tls.Config{InsecureSkipVerify: b.insecure}
+	if b.ca != "" {
+		pem, err := os.ReadFile(b.ca)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s: no PEM certificate", b.ca)
+		}
+		cfg.RootCAs = pool
+	}
+	return &ws.DialOptions{TLSConfig: cfg}, nil
+}
+
+// newFlagSet returns a FlagSet whose usage text shows synopsis, every flag with its default, and
+// the exit codes.
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("ovbus "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: %s\n\nFlags:\n", synopsis)
+		fs.VisitAll(func(f *flag.Flag) {
+			arg, usage := flag.UnquoteUsage(f)
+			if arg != "" {
+				arg = " " + arg
+			}
+			def := f.DefValue
+			if def == "" || isStringFlag(f) {
+				def = fmt.Sprintf("%q", def)
+			}
+			fmt.Fprintf(w, "  --%s%s\n    \t%s (default %s)\n", f.Name, arg, usage, def)
+		})
+		fmt.Fprint(w, exitCodesHelp)
+	}
+	return fs
+}
+
+func isStringFlag(f *flag.Flag) bool {
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return false
+	}
+	_, s := g.Get().(string)
+	return s
+}
+
+// parseArgs parses flags that may come before, between or after the positional arguments
+// ("send TYPE DATA --wait X" as well as "send --wait X TYPE DATA"); everything after "--" is
+// positional. -h/--help prints the usage to stdout and returns flag.ErrHelp.
+func parseArgs(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(stdout)
+				fs.Usage()
+			}
+			return nil, err
+		}
+		rest := fs.Args()
+		consumed := len(args) - len(rest)
+		if consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// usageError prints msg and the synopsis to stderr and returns exitUsage.
+func usageError(fs *flag.FlagSet, stderr io.Writer, format string, a ...any) int {
+	fmt.Fprintf(stderr, "%s: %s\n", fs.Name(), fmt.Sprintf(format, a...))
+	var synopsis strings.Builder
+	fs.SetOutput(&synopsis)
+	fs.Usage()
+	fs.SetOutput(stderr)
+	first, _, _ := strings.Cut(synopsis.String(), "\n")
+	fmt.Fprintf(stderr, "%s\nRun '%s --help' for the flags.\n", first, fs.Name())
+	return exitUsage
+}
+
+func parseObject(what, s string) (map[string]any, error) {
+	var v any
+	dec := json.NewDecoder(strings.NewReader(s))
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("%s is not valid JSON: %v", what, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%s: extra text after the JSON value", what)
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s must be a JSON object, like {\"key\": \"value\"}", what)
+	}
+	return m, nil
+}
+
+const sendSynopsis = `ovbus send TYPE [DATA_JSON] [flags]
+
+Emits one message {"type": TYPE, "data": DATA_JSON, "context": --context} on the bus and waits
+until the bus relays it back (so it was delivered to every client). With --wait, then waits for a
+message of that type (the first one after the echo) and prints it as one line of JSON.
+DATA_JSON and --context are JSON objects; DATA_JSON "-" reads the object from standard input.`
+
+// runSend is `ovbus send`.
+func runSend(args []string, stdout, stderr io.Writer) int {
+	return sendCmd(context.Background(), args, os.Stdin, stdout, stderr)
+}
+
+func sendCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlagSet("send", sendSynopsis, stderr)
+	bf := addBusFlags(fs)
+	ctxJSON := fs.String("context", "{}", "message context, a `JSON` object")
+	waitType := fs.String("wait", "", "after the echo, wait for a message of this `TYPE` and print it (e.g. TYPE.response)")
+	timeout := fs.Duration("timeout", client.DefaultTimeout, "give up connecting, and waiting for the echo and the reply, after this long")
+	pos, err := parseArgs(fs, args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		return exitUsage // the flag package printed the error and the usage
+	}
+	if len(pos) < 1 || len(pos) > 2 {
+		return usageError(fs, stderr, "want TYPE and at most one DATA_JSON, got %d arguments", len(pos))
+	}
+	typ := pos[0]
+	if typ == "" {
+		return usageError(fs, stderr, "TYPE is empty")
+	}
+	var data map[string]any
+	if len(pos) == 2 {
+		src := pos[1]
+		if src == "-" {
+			b, err := io.ReadAll(stdin)
+			if err != nil {
+				fmt.Fprintf(stderr, "ovbus send: reading standard input: %v\n", err)
+				return exitUsage
+			}
+			src = string(b)
+		}
+		if data, err = parseObject("DATA_JSON", src); err != nil {
+			return usageError(fs, stderr, "%v", err)
+		}
+	}
+	msgCtx, err := parseObject("--context", *ctxJSON)
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	if *timeout <= 0 {
+		return usageError(fs, stderr, "--timeout must be positive")
+	}
+	dopts, err := bf.dialOptions()
+	if err != nil {
+		return usageError(fs, stderr, "--ca: %v", err)
+	}
+	frame, err := client.Message{Type: typ, Data: data, Context: msgCtx}.MarshalJSON()
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+
+	c, err := client.New(bf.url, &client.Options{Dial: dopts, NoReconnect: true, QueueSize: -1})
+	if err != nil {
+		return usageError(fs, stderr, "--url: %v", err)
+	}
+	defer c.Close()
+
+	// One frame handler sees every frame in order: the first frame equal to ours is the echo, the
+	// first message of type --wait other than the echo is the reply.
+	var (
+		mu       sync.Mutex
+		echoed   = make(chan struct{})
+		replied  = make(chan []byte, 1)
+		echoSeen bool
+		replySet bool
+	)
+	c.OnFrame(func(f client.Frame) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !echoSeen && !f.Binary && bytes.Equal(f.Data, frame) {
+			echoSeen = true
+			close(echoed)
+			return
+		}
+		if *waitType != "" && !replySet && f.Err == nil && f.Message.Type == *waitType {
+			replySet = true
+			replied <- f.Data
+		}
+	})
+
+	cctx, cancel := context.WithTimeout(ctx, *timeout)
+	err = c.Connect(cctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(stderr, "ovbus send: cannot connect to %s: %v\n", bf.url, unwrapClient(err))
+		return exitConn
+	}
+	deadline := time.NewTimer(*timeout)
+	defer deadline.Stop()
+	if err := c.EmitRaw(ctx, frame); err != nil {
+		fmt.Fprintf(stderr, "ovbus send: sending %q: %v\n", typ, err)
+		return exitConn
+	}
+	waitFor := func(what string, ch <-chan struct{}) int {
+		select {
+		case <-ch:
+			return -1
+		case <-deadline.C:
+			fmt.Fprintf(stderr, "ovbus send: timed out after %v waiting for %s\n", *timeout, what)
+			return exitTimeout
+		case <-c.Done():
+			fmt.Fprintf(stderr, "ovbus send: connection to %s lost while waiting for %s\n", bf.url, what)
+			return exitConn
+		case <-ctx.Done():
+			fmt.Fprintf(stderr, "ovbus send: interrupted while waiting for %s\n", what)
+			return exitTimeout
+		}
+	}
+	if code := waitFor(fmt.Sprintf("the bus to relay %q", typ), echoed); code >= 0 {
+		return code
+	}
+	if *waitType == "" {
+		return exitOK
+	}
+	gotReply := make(chan struct{})
+	var reply []byte
+	go func() {
+		select {
+		case reply = <-replied:
+			close(gotReply)
+		case <-c.Done():
+		}
+	}()
+	if code := waitFor(fmt.Sprintf("%q", *waitType), gotReply); code >= 0 {
+		return code
+	}
+	var out bytes.Buffer
+	if json.Compact(&out, reply) != nil {
+		out.Reset()
+		out.Write(reply)
+	}
+	out.WriteByte('\n')
+	if _, err := stdout.Write(out.Bytes()); err != nil {
+		fmt.Fprintf(stderr, "ovbus send: %v\n", err)
+		return exitConn
+	}
+	return exitOK
+}
+
+// unwrapClient drops the "client: connect: " prefix for a shorter message.
+func unwrapClient(err error) error {
+	if u := errors.Unwrap(err); u != nil && strings.HasPrefix(err.Error(), "client: connect: ") {
+		return u
+	}
+	return err
+}

@@ -1,0 +1,651 @@
+package ws
+
+import (
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+)
+
+// Default limits applied when Config leaves them zero.
+const (
+	DefaultMaxFrameSize   = 16 << 20
+	DefaultMaxMessageSize = 32 << 20
+	defaultReadBufferSize = 4096
+)
+
+// Config configures a Protocol. The zero value is a server without
+// extensions and with the default limits.
+type Config struct {
+	Role Role
+	// MaxFrameSize limits the payload length of a single frame as sent on
+	// the wire (compressed). 0 means DefaultMaxFrameSize, < 0 unlimited.
+	// A larger frame fails the connection with 1009 (RFC 6455 §7.4.1).
+	MaxFrameSize int64
+	// MaxMessageSize limits a whole message after decompression. 0 means
+	// DefaultMaxMessageSize, < 0 unlimited. Exceeding it fails with 1009.
+	MaxMessageSize int64
+	// Deflate holds the negotiated permessage-deflate parameters
+	// (RFC 7692 §7.1); nil means the extension was not negotiated.
+	Deflate *DeflateParams
+	// Compression tunes the compression of outgoing messages when Deflate
+	// is not nil.
+	Compression CompressionOptions
+	// ReadBufferSize is the initial capacity of the receive buffer.
+	ReadBufferSize int
+}
+
+// State is the closing-handshake state of a Protocol (RFC 6455 §7).
+type State uint8
+
+const (
+	StateOpen          State = iota // data may flow both ways
+	StateCloseSent                  // we sent Close and wait for the peer's Close
+	StateCloseReceived              // the peer sent Close; we have to answer
+	StateClosed                     // both Close frames exchanged, or the connection failed
+)
+
+func (s State) String() string {
+	switch s {
+	case StateOpen:
+		return "open"
+	case StateCloseSent:
+		return "close sent"
+	case StateCloseReceived:
+		return "close received"
+	}
+	return "closed"
+}
+
+// EventKind says what an Event carries.
+type EventKind uint8
+
+const (
+	EventNone    EventKind = iota // more input is needed
+	EventMessage                  // a whole data message or a piece of one
+	EventPing                     // a Ping frame (RFC 6455 §5.5.2)
+	EventPong                     // a Pong frame (RFC 6455 §5.5.3)
+	EventClose                    // a Close frame (RFC 6455 §5.5.1)
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventNone:
+		return "none"
+	case EventMessage:
+		return "message"
+	case EventPing:
+		return "ping"
+	case EventPong:
+		return "pong"
+	case EventClose:
+		return "close"
+	}
+	return "unknown"
+}
+
+// Event is what Protocol.Next reports.
+type Event struct {
+	Kind EventKind
+	// Op is OpText or OpBinary for EventMessage: the type of the message,
+	// also on the pieces carried by continuation frames.
+	Op Opcode
+	// Payload is the unmasked (and inflated) data. It points into the
+	// Protocol's buffers and stays valid until the next call to Next or
+	// Receive; the Append methods do not invalidate it.
+	Payload []byte
+	// Fin is true on the last piece of a message.
+	Fin bool
+	// Code and Reason are the peer's close status for EventClose; Code is
+	// StatusNoStatusRcvd when the Close frame had no payload.
+	Code   StatusCode
+	Reason string
+}
+
+// Protocol is a sans-IO WebSocket endpoint (RFC 6455, RFC 7692): bytes read
+// from the network go in with Receive and come out as Events from Next; the
+// Append methods encode frames to be written. It performs no I/O, starts no
+// goroutines. The receiving side (Receive, Next) must be used by one
+// goroutine at a time and the sending side (the Append methods and
+// PreparedFrame) by one goroutine at a time; the two sides may run
+// concurrently with each other: they share only the close state, which is
+// synchronised internally.
+//
+// Data is streamed: Next returns the payload of a data frame as far as it
+// has arrived, so a message larger than any buffer can be consumed piece by
+// piece; text is handed out only after it passed the UTF-8 validator.
+// Compressed messages are buffered (compressed) until their last frame has
+// arrived and are then inflated piece by piece, never beyond the limit.
+//
+// In steady state a Protocol does not allocate for uncompressed traffic.
+type Protocol struct {
+	role     Role
+	maxFrame int64 // < 0: unlimited
+	maxMsg   int64 // < 0: unlimited
+	bufHint  int
+	fl       *deflateState // nil: permessage-deflate not negotiated
+
+	buf []byte // received bytes; buf[r:] not yet processed
+	r   int
+
+	// Close state, shared by both sides: st is read atomically; changes,
+	// err and the pending close are guarded by mu.
+	mu       sync.Mutex
+	st       atomic.Uint32 // State
+	err      error         // sticky error after a failure
+	pending  bool          // a close frame is queued (after a failure)
+	pendCode StatusCode
+	pendMsg  string
+
+	// frame being received
+	inFrame   bool
+	hdr       Header
+	remaining int64
+	maskPos   int
+
+	// message being received
+	msgOpen       bool
+	msgOp         Opcode
+	msgCompressed bool
+	msgSize       int64
+	utf8          UTF8Validator
+	inflating     bool
+
+	// message being sent with AppendFrame
+	outOpen bool
+}
+
+// NewProtocol returns a Protocol configured by cfg.
+func NewProtocol(cfg Config) *Protocol {
+	p := &Protocol{
+		role:     cfg.Role,
+		maxFrame: cfg.MaxFrameSize,
+		maxMsg:   cfg.MaxMessageSize,
+		bufHint:  cfg.ReadBufferSize,
+	}
+	if p.maxFrame == 0 {
+		p.maxFrame = DefaultMaxFrameSize
+	}
+	if p.maxMsg == 0 {
+		p.maxMsg = DefaultMaxMessageSize
+	}
+	if p.bufHint <= 0 {
+		p.bufHint = defaultReadBufferSize
+	}
+	if cfg.Deflate != nil {
+		p.fl = newDeflateState(cfg.Role, *cfg.Deflate, cfg.Compression)
+	}
+	return p
+}
+
+// Role returns the role the Protocol plays.
+func (p *Protocol) Role() Role { return p.role }
+
+// State returns the closing-handshake state.
+func (p *Protocol) State() State { return State(p.st.Load()) }
+
+// Compressed reports whether permessage-deflate was negotiated.
+func (p *Protocol) Compressed() bool { return p.fl != nil }
+
+// Buffered returns the number of received bytes not yet processed.
+func (p *Protocol) Buffered() int { return len(p.buf) - p.r }
+
+// Err returns the error that failed the connection, if any.
+func (p *Protocol) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// Receive appends bytes read from the network. The bytes are copied; data
+// may be reused as soon as Receive returns. Bytes received after the peer's
+// Close frame or after a failure are discarded (RFC 6455 §5.5.1).
+func (p *Protocol) Receive(data []byte) {
+	if p.fl != nil {
+		p.fl.releaseOut()
+	}
+	if st := p.State(); st == StateClosed || st == StateCloseReceived || len(data) == 0 {
+		return
+	}
+	if p.r > 0 {
+		n := copy(p.buf, p.buf[p.r:])
+		p.buf = p.buf[:n]
+		p.r = 0
+	}
+	if p.buf == nil {
+		p.buf = make([]byte, 0, max(p.bufHint, len(data)))
+	}
+	p.buf = append(p.buf, data...)
+}
+
+var (
+	errRsv             = protoErr(StatusProtocolError, "reserved bit set without a negotiated extension")
+	errRsv1Control     = protoErr(StatusProtocolError, "RSV1 set on a control or continuation frame")
+	errUnmasked        = protoErr(StatusProtocolError, "unmasked frame from client")
+	errMasked          = protoErr(StatusProtocolError, "masked frame from server")
+	errContNoStart     = protoErr(StatusProtocolError, "continuation frame without a message to continue")
+	errMsgOpen         = protoErr(StatusProtocolError, "new data frame while a fragmented message is open")
+	errFrameTooBig     = protoErr(StatusMessageTooBig, "frame exceeds the size limit")
+	errMsgTooBig       = protoErr(StatusMessageTooBig, "message exceeds the size limit")
+	errBadUTF8         = protoErr(StatusInvalidFramePayloadData, "invalid UTF-8 in text message")
+	errBadCloseUTF8    = protoErr(StatusInvalidFramePayloadData, "invalid UTF-8 in close reason")
+	errCloseLen1       = protoErr(StatusProtocolError, "close frame with a 1-byte payload")
+	errCloseCode       = protoErr(StatusProtocolError, "invalid close code")
+	errBadDeflate      = protoErr(StatusInvalidFramePayloadData, "invalid compressed data")
+	errNotData         = errors.New("ws: opcode is not text or binary")
+	errStreamOpen      = errors.New("ws: a fragmented message is being sent")
+	errNoStream        = errors.New("ws: continuation without a fragmented message being sent")
+	errControlLen      = errors.New("ws: control frame payload longer than 125 bytes")
+	errCloseReasonLen  = errors.New("ws: close reason longer than 123 bytes")
+	errCloseReasonUTF8 = errors.New("ws: close reason is not valid UTF-8")
+	errSendCloseCode   = errors.New("ws: close code may not be sent")
+)
+
+// Next returns the next event decoded from the received bytes; Kind is
+// EventNone when more bytes are needed.
+//
+// On a violation of the protocol or a limit Next returns a *ProtocolError,
+// queues a Close frame with its code (fetch it with AppendPendingClose),
+// and the Protocol moves to StateClosed (RFC 6455 §7.1.7); later calls
+// return the same error. After an EventClose later calls return ErrClosed:
+// nothing that follows a Close frame is processed (RFC 6455 §5.5.1).
+//
+// EventPing should be answered with AppendPong; EventClose, if the Protocol
+// had not sent Close itself (State is StateCloseReceived), with AppendClose
+// (RFC 6455 §5.5.1: echo the status code).
+func (p *Protocol) Next() (Event, error) {
+	if p.fl != nil {
+		p.fl.releaseOut()
+	}
+	if st := p.State(); st == StateClosed || st == StateCloseReceived {
+		if err := p.Err(); err != nil {
+			return Event{}, err
+		}
+		return Event{}, ErrClosed
+	}
+	if p.inflating {
+		return p.nextInflated()
+	}
+	for {
+		if !p.inFrame {
+			h, n, err := ParseHeader(p.buf[p.r:])
+			if err != nil {
+				return p.fail(err.(*ProtocolError))
+			}
+			if n == 0 {
+				return Event{}, nil
+			}
+			if perr := p.checkHeader(&h); perr != nil {
+				return p.fail(perr)
+			}
+			if h.Op.IsControl() {
+				total := n + int(h.Length)
+				if len(p.buf)-p.r < total {
+					return Event{}, nil
+				}
+				payload := p.buf[p.r+n : p.r+total]
+				p.r += total
+				if h.Masked {
+					MaskBytes(h.Mask, 0, payload)
+				}
+				return p.control(h.Op, payload)
+			}
+			p.r += n
+			p.hdr = h
+			p.inFrame = true
+			p.remaining = h.Length
+			p.maskPos = 0
+			if h.Op != OpContinuation {
+				p.msgOpen = true
+				p.msgOp = h.Op
+				p.msgCompressed = h.Rsv1 // msgSize was set by checkHeader
+				p.utf8.Reset()
+			}
+		}
+
+		// Payload of a data frame, as far as it has arrived.
+		avail := len(p.buf) - p.r
+		if int64(avail) > p.remaining {
+			avail = int(p.remaining)
+		}
+		chunk := p.buf[p.r : p.r+avail : p.r+avail]
+		p.r += avail
+		p.remaining -= int64(avail)
+		if p.hdr.Masked {
+			p.maskPos = MaskBytes(p.hdr.Mask, p.maskPos, chunk)
+		}
+		frameDone := p.remaining == 0
+		if frameDone {
+			p.inFrame = false
+		}
+		fin := frameDone && p.hdr.Fin
+
+		if p.msgCompressed {
+			if perr := p.fl.appendInput(chunk, p.maxMsg); perr != nil {
+				return p.fail(perr)
+			}
+			if fin {
+				p.msgOpen = false
+				p.inflating = true
+				p.fl.startInflate()
+				return p.nextInflated()
+			}
+			if !frameDone {
+				return Event{}, nil
+			}
+			continue
+		}
+
+		if p.msgOp == OpText {
+			if !p.utf8.Write(chunk) || (fin && !p.utf8.Complete()) {
+				return p.fail(errBadUTF8)
+			}
+		}
+		if fin {
+			p.msgOpen = false
+		} else if avail == 0 {
+			if frameDone {
+				continue // empty non-final frame
+			}
+			return Event{}, nil
+		}
+		return Event{Kind: EventMessage, Op: p.msgOp, Payload: chunk, Fin: fin}, nil
+	}
+}
+
+// checkHeader applies the rules that depend on the role, the negotiated
+// extensions, the fragmentation state and the limits.
+func (p *Protocol) checkHeader(h *Header) *ProtocolError {
+	// RFC 6455 §5.2: RSV1-3 MUST be 0 unless an extension defines them;
+	// RFC 7692 §6: permessage-deflate defines RSV1 on the first frame of a
+	// data message only (§6.1, §6.2).
+	if h.Rsv2 || h.Rsv3 {
+		return errRsv
+	}
+	if h.Rsv1 {
+		if p.fl == nil {
+			return errRsv
+		}
+		if !h.Op.IsData() {
+			return errRsv1Control
+		}
+	}
+	// RFC 6455 §5.1: a server MUST close on an unmasked frame, a client on
+	// a masked frame.
+	if p.role == RoleServer {
+		if !h.Masked {
+			return errUnmasked
+		}
+	} else if h.Masked {
+		return errMasked
+	}
+	if h.Op.IsControl() {
+		// §5.4: control frames may be injected in the middle of a
+		// fragmented message. ParseHeader checked FIN and length.
+		return nil
+	}
+	// §5.4: fragments of one message are not interleaved with another.
+	if h.Op == OpContinuation {
+		if !p.msgOpen {
+			return errContNoStart
+		}
+	} else if p.msgOpen {
+		return errMsgOpen
+	}
+	if p.maxFrame >= 0 && h.Length > p.maxFrame {
+		return errFrameTooBig
+	}
+	compressed := h.Rsv1 || (h.Op == OpContinuation && p.msgCompressed)
+	if !compressed && p.maxMsg >= 0 {
+		size := h.Length
+		if h.Op == OpContinuation {
+			size += p.msgSize
+		}
+		if size > p.maxMsg || size < 0 {
+			return errMsgTooBig
+		}
+		p.msgSize = size
+	}
+	return nil
+}
+
+// control handles a complete, unmasked control frame.
+func (p *Protocol) control(op Opcode, payload []byte) (Event, error) {
+	switch op {
+	case OpPing:
+		return Event{Kind: EventPing, Payload: payload}, nil
+	case OpPong:
+		return Event{Kind: EventPong, Payload: payload}, nil
+	}
+	// OpClose, RFC 6455 §5.5.1.
+	ev := Event{Kind: EventClose, Code: StatusNoStatusRcvd, Payload: payload}
+	switch len(payload) {
+	case 0:
+	case 1:
+		return p.fail(errCloseLen1)
+	default:
+		ev.Code = StatusCode(binary.BigEndian.Uint16(payload))
+		if !ValidCloseCode(ev.Code) {
+			return p.fail(errCloseCode)
+		}
+		reason := payload[2:]
+		if !validUTF8(reason) {
+			return p.fail(errBadCloseUTF8)
+		}
+		ev.Reason = string(reason)
+	}
+	p.mu.Lock()
+	if p.State() == StateCloseSent {
+		p.st.Store(uint32(StateClosed))
+	} else {
+		p.st.Store(uint32(StateCloseReceived))
+	}
+	p.mu.Unlock()
+	return ev, nil
+}
+
+// fail moves the Protocol to StateClosed and queues a close frame with the
+// error's code unless a Close was already sent (RFC 6455 §7.1.7).
+func (p *Protocol) fail(e *ProtocolError) (Event, error) {
+	p.mu.Lock()
+	if st := p.State(); st == StateOpen || st == StateCloseReceived {
+		p.pending = true
+		p.pendCode = e.Code
+		p.pendMsg = e.Reason
+	}
+	p.st.Store(uint32(StateClosed))
+	p.err = e
+	p.mu.Unlock()
+	p.inflating = false
+	if p.fl != nil {
+		p.fl.abortInflate()
+	}
+	return Event{}, e
+}
+
+// HasPendingClose reports whether a Close frame was queued by a failure and
+// not yet fetched with AppendPendingClose.
+func (p *Protocol) HasPendingClose() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pending
+}
+
+// AppendPendingClose appends the Close frame queued when Next failed the
+// connection, if any, and forgets it. The caller writes it and then closes
+// the underlying connection (RFC 6455 §7.1.7).
+func (p *Protocol) AppendPendingClose(dst []byte) []byte {
+	p.mu.Lock()
+	pending, code, msg := p.pending, p.pendCode, p.pendMsg
+	p.pending = false
+	p.mu.Unlock()
+	if !pending {
+		return dst
+	}
+	return p.appendClose(dst, code, msg)
+}
+
+// Outgoing returns the queued Close frame (see AppendPendingClose), or nil.
+func (p *Protocol) Outgoing() []byte {
+	return p.AppendPendingClose(nil)
+}
+
+// canSendData reports whether data frames may still be sent: not after our
+// Close (RFC 6455 §5.5.1 "MUST NOT send any more data frames").
+func (p *Protocol) canSendData() error {
+	if st := p.State(); st == StateCloseSent || st == StateClosed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// AppendMessage appends a whole message as one frame: compressed if
+// permessage-deflate was negotiated and payload is at least the compression
+// threshold long (RFC 7692 §6.1), masked if the Protocol is a client.
+// op must be OpText or OpBinary; text is not validated.
+func (p *Protocol) AppendMessage(dst []byte, op Opcode, payload []byte) ([]byte, error) {
+	if !op.IsData() {
+		return dst, errNotData
+	}
+	if err := p.canSendData(); err != nil {
+		return dst, err
+	}
+	if p.outOpen {
+		return dst, errStreamOpen
+	}
+	if p.fl != nil && len(payload) >= p.fl.threshold {
+		return p.fl.appendCompressed(dst, op, payload, p.role == RoleClient)
+	}
+	return p.appendFrame(dst, Header{Fin: true, Op: op}, payload), nil
+}
+
+// AppendFrame appends one frame of a message sent in pieces: the first with
+// op OpText or OpBinary, the rest with OpContinuation, the last with fin
+// set (RFC 6455 §5.4). Streamed messages are not compressed. Control
+// opcodes are accepted too (fin must be true, payload at most 125 bytes).
+func (p *Protocol) AppendFrame(dst []byte, op Opcode, payload []byte, fin bool) ([]byte, error) {
+	switch {
+	case op.IsControl():
+		if !fin || len(payload) > MaxControlPayload || op.IsReserved() {
+			return dst, errControlLen
+		}
+		if op == OpClose {
+			if len(payload) == 1 {
+				return dst, errSendCloseCode
+			}
+			if len(payload) >= 2 {
+				return p.AppendClose(dst, StatusCode(binary.BigEndian.Uint16(payload)), string(payload[2:]))
+			}
+			return p.AppendClose(dst, 0, "")
+		}
+		return p.appendFrame(dst, Header{Fin: true, Op: op}, payload), nil
+	case op == OpContinuation:
+		if !p.outOpen {
+			return dst, errNoStream
+		}
+	case op.IsData():
+		if p.outOpen {
+			return dst, errStreamOpen
+		}
+	default:
+		return dst, errNotData
+	}
+	if err := p.canSendData(); err != nil {
+		return dst, err
+	}
+	p.outOpen = !fin
+	return p.appendFrame(dst, Header{Fin: fin, Op: op}, payload), nil
+}
+
+// AppendPing appends a Ping frame (RFC 6455 §5.5.2). A payload longer than
+// 125 bytes is truncated.
+func (p *Protocol) AppendPing(dst, payload []byte) []byte {
+	return p.appendFrame(dst, Header{Fin: true, Op: OpPing}, payload[:min(len(payload), MaxControlPayload)])
+}
+
+// AppendPong appends a Pong frame (RFC 6455 §5.5.3); to answer a Ping pass
+// its payload. A payload longer than 125 bytes is truncated.
+func (p *Protocol) AppendPong(dst, payload []byte) []byte {
+	return p.appendFrame(dst, Header{Fin: true, Op: OpPong}, payload[:min(len(payload), MaxControlPayload)])
+}
+
+// AppendClose appends a Close frame (RFC 6455 §5.5.1) and records that it
+// was sent: StateOpen becomes StateCloseSent, StateCloseReceived becomes
+// StateClosed. Code 0 or StatusNoStatusRcvd sends a Close without a
+// payload (reason must then be empty); other codes must satisfy
+// ValidCloseCode, and reason must be valid UTF-8 of at most 123 bytes.
+// It returns ErrClosed if a Close was already sent or the connection
+// failed (use AppendPendingClose then).
+func (p *Protocol) AppendClose(dst []byte, code StatusCode, reason string) ([]byte, error) {
+	if st := p.State(); st == StateCloseSent || st == StateClosed {
+		return dst, ErrClosed
+	}
+	if code == 0 || code == StatusNoStatusRcvd {
+		if reason != "" {
+			return dst, errSendCloseCode
+		}
+		code = 0
+	} else if !ValidCloseCode(code) {
+		return dst, errSendCloseCode
+	}
+	if len(reason) > MaxControlPayload-2 {
+		return dst, errCloseReasonLen
+	}
+	if !validUTF8([]byte(reason)) {
+		return dst, errCloseReasonUTF8
+	}
+	p.mu.Lock()
+	switch p.State() {
+	case StateOpen:
+		p.st.Store(uint32(StateCloseSent))
+	case StateCloseReceived:
+		p.st.Store(uint32(StateClosed))
+	default:
+		p.mu.Unlock()
+		return dst, ErrClosed
+	}
+	p.mu.Unlock()
+	return p.appendClose(dst, code, reason), nil
+}
+
+func (p *Protocol) appendClose(dst []byte, code StatusCode, reason string) []byte {
+	var b [MaxControlPayload]byte
+	n := 0
+	if code != 0 {
+		binary.BigEndian.PutUint16(b[:], uint16(code))
+		n = 2 + copy(b[2:], reason)
+	}
+	return p.appendFrame(dst, Header{Fin: true, Op: OpClose}, b[:n])
+}
+
+// appendFrame appends a frame carrying payload, masking it with a fresh
+// random key if the Protocol is a client (RFC 6455 §5.3).
+func (p *Protocol) appendFrame(dst []byte, h Header, payload []byte) []byte {
+	h.Length = int64(len(payload))
+	if p.role == RoleClient {
+		h.Masked = true
+		binary.LittleEndian.PutUint32(h.Mask[:], newMaskKey())
+	}
+	dst = AppendHeader(dst, h)
+	start := len(dst)
+	dst = append(dst, payload...)
+	if h.Masked {
+		MaskBytes(h.Mask, 0, dst[start:])
+	}
+	return dst
+}
+
+// newMaskKey returns a masking key. RFC 6455 §5.3 asks for keys that the
+// application cannot predict; math/rand/v2's global generator is a ChaCha8
+// stream seeded by the runtime from the operating system.
+func newMaskKey() uint32 { return rand.Uint32() }
+
+// AppendPrepared is like PreparedFrame but appends a copy of the frame.
+func (p *Protocol) AppendPrepared(dst []byte, m *PreparedMessage) ([]byte, error) {
+	f, err := p.PreparedFrame(m)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, f...), nil
+}
