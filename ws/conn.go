@@ -392,30 +392,47 @@ func (c *Conn) peerClosed(code StatusCode, reason string) error {
 
 // watchRead applies ctx to the read side: its deadline and its cancellation.
 // The returned function undoes that and maps a timeout caused by ctx to
-// ctx.Err().
+// ctx's error. A context that can never end costs nothing.
 func (c *Conn) watchRead(ctx context.Context) (func(error) error, error) {
+	if ctx == nil || ctx.Done() == nil {
+		return noop, nil
+	}
 	return watch(ctx, c.nc.SetReadDeadline, &c.readDeadline)
 }
 
 func (c *Conn) watchWrite(ctx context.Context) (func(error) error, error) {
-	return watch(ctx, c.nc.SetWriteDeadline, &c.writeDeadline)
-}
-
-var noop = func(err error) error { return err }
-
-func watch(ctx context.Context, set func(time.Time) error, user *atomic.Pointer[time.Time]) (func(error) error, error) {
 	if ctx == nil || ctx.Done() == nil {
 		return noop, nil
 	}
+	return watch(ctx, c.nc.SetWriteDeadline, &c.writeDeadline)
+}
+
+func noop(err error) error { return err }
+
+func watch(ctx context.Context, set func(time.Time) error, user *atomic.Pointer[time.Time]) (func(error) error, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if d, ok := ctx.Deadline(); ok {
 		set(d)
 	}
-	stopAfter := context.AfterFunc(ctx, func() { set(time.Unix(1, 0)) })
+	// done, under mu, tells a cancellation that fires late (stopping an
+	// AfterFunc does not wait for a running one) that the operation is over,
+	// so it must not move the deadline into the past any more.
+	var mu sync.Mutex
+	done := false
+	stopAfter := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		if !done {
+			set(time.Unix(1, 0))
+		}
+		mu.Unlock()
+	})
 	return func(err error) error {
 		stopAfter()
+		mu.Lock()
+		done = true
+		mu.Unlock()
 		restore := time.Time{}
 		if t := user.Load(); t != nil {
 			restore = *t

@@ -367,3 +367,34 @@ func TestCloseWithReadLoop(t *testing.T) {
 		t.Fatalf("read loop ended with %v", err)
 	}
 }
+
+// TestReadAfterCancelledRead checks that a read cancelled by its context does
+// not leave a deadline behind that fails the next read.
+func TestReadAfterCancelledRead(t *testing.T) {
+	url := echoServer(t, nil)
+	c := dialT(t, url, nil)
+	for range 20 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		c.ReadMessage(ctx)
+		cancel()
+		c.WriteMessage(context.Background(), TextMessage, []byte("x"))
+		if _, _, err := c.ReadMessage(context.Background()); err != nil {
+			t.Fatalf("read after a cancelled read: %v", err)
+		}
+	}
+}
+
+func TestReadMessageIntoAllocs(t *testing.T) {
+	url := echoServer(t, nil)
+	c := dialT(t, url, nil)
+	ctx := context.Background()
+	msg := bytes.Repeat([]byte("x"), 200)
+	buf := make([]byte, 0, 1024)
+	allocs := testing.AllocsPerRun(100, func() {
+		c.WriteMessage(ctx, TextMessage, msg)
+		_, buf, _ = c.ReadMessageInto(ctx, buf[:0])
+	})
+	if allocs > 0 {
+		t.Fatalf("%.1f allocations per echo with a background context, want 0", allocs)
+	}
+}

@@ -1,0 +1,36 @@
+// Package bus is the OVOS message bus: a drop-in replacement for
+// ovos-messagebus built on package ws.
+//
+// A Server relays every message a client sends to every connected client,
+// the sender included, unchanged and in one total order that every client
+// sees (spec §3). The greeting, the malformed-session-carrier rule, the
+// max_msg_size limit and the filter log follow the Tornado bus; binary
+// frames stay binary.
+//
+// # Fan-out
+//
+// Each message is encoded once into a ws.PreparedMessage and appended to one
+// shared log. Every client has a writer goroutine that follows the log at its
+// own cursor and writes everything it has not sent yet in one system call
+// (writev), with a deadline per batch. Writers with nothing to do sleep and
+// are woken by the publisher, which touches only the sleepers. A client that
+// falls further behind than MaxQueueMessages or MaxQueueBytes, or that does
+// not take a batch within WriteTimeout, is closed with 1008 "slow consumer";
+// nobody else waits for it or loses a message, and the log never holds more
+// than the bounds.
+//
+// # Embedding
+//
+// A Go program can run the bus in-process:
+//
+//	s, err := bus.New(bus.Options{Addr: "127.0.0.1:8181"})
+//	if err != nil { ... }
+//	if err := s.Start(); err != nil { ... }
+//	off := s.On("speak", func(m bus.Message) { fmt.Println(m.Data["utterance"]) })
+//	defer off()
+//	s.Emit(bus.Message{Type: "speak", Data: map[string]any{"utterance": "hello"}})
+//	...
+//	s.Shutdown(ctx)
+//
+// In-process handlers follow the log like a client does.
+package bus

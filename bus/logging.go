@@ -1,0 +1,245 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+)
+
+// LevelCritical is Python's CRITICAL level as a slog level.
+const LevelCritical = slog.LevelError + 4
+
+// NewLogHandler returns a slog.Handler that writes lines the way OVOS
+// services log (ovos_utils.log):
+//
+//	2025-01-02 15:04:05.123 - bus - INFO - Message bus service started! url=ws://127.0.0.1:8181/core
+//
+// The logger's name is the "logger" attribute (default "bus"); levels are
+// Python's names; other attributes follow the message as key=value. The
+// handler is safe for concurrent use.
+func NewLogHandler(w io.Writer, level slog.Leveler) slog.Handler {
+	if level == nil {
+		level = slog.LevelInfo
+	}
+	return &logHandler{out: &lockedWriter{w: w}, level: level, name: "bus"}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+type logHandler struct {
+	out    *lockedWriter
+	level  slog.Leveler
+	name   string
+	attrs  string // preformatted " k=v" pairs
+	prefix string // group prefix for keys, "g."
+}
+
+func (h *logHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level.Level() }
+
+func (h *logHandler) Handle(_ context.Context, r slog.Record) error {
+	buf := make([]byte, 0, 128+len(r.Message))
+	t := r.Time
+	if t.IsZero() {
+		t = time.Now()
+	}
+	buf = t.AppendFormat(buf, "2006-01-02 15:04:05.000")
+	buf = append(buf, " - "...)
+	buf = append(buf, h.name...)
+	buf = append(buf, " - "...)
+	buf = append(buf, levelName(r.Level)...)
+	buf = append(buf, " - "...)
+	buf = append(buf, r.Message...)
+	buf = append(buf, h.attrs...)
+	r.Attrs(func(a slog.Attr) bool {
+		buf = appendAttr(buf, h.prefix, a)
+		return true
+	})
+	buf = append(buf, '\n')
+	h.out.mu.Lock()
+	defer h.out.mu.Unlock()
+	_, err := h.out.w.Write(buf)
+	return err
+}
+
+func (h *logHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	n := *h
+	var b []byte
+	for _, a := range as {
+		if a.Key == "logger" && h.prefix == "" {
+			n.name = a.Value.String()
+			continue
+		}
+		b = appendAttr(b, h.prefix, a)
+	}
+	n.attrs += string(b)
+	return &n
+}
+
+func (h *logHandler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
+	n := *h
+	n.prefix += name + "."
+	return &n
+}
+
+func levelName(l slog.Level) string {
+	switch {
+	case l < slog.LevelInfo:
+		return "DEBUG"
+	case l < slog.LevelWarn:
+		return "INFO"
+	case l < slog.LevelError:
+		return "WARNING"
+	case l < LevelCritical:
+		return "ERROR"
+	}
+	return "CRITICAL"
+}
+
+func appendAttr(b []byte, prefix string, a slog.Attr) []byte {
+	a.Value = a.Value.Resolve()
+	if a.Equal(slog.Attr{}) {
+		return b
+	}
+	if a.Value.Kind() == slog.KindGroup {
+		for _, g := range a.Value.Group() {
+			b = appendAttr(b, prefix+a.Key+".", g)
+		}
+		return b
+	}
+	b = append(b, ' ')
+	b = append(b, prefix...)
+	b = append(b, a.Key...)
+	b = append(b, '=')
+	var s string
+	switch a.Value.Kind() {
+	case slog.KindString:
+		s = a.Value.String()
+	case slog.KindAny:
+		if err, ok := a.Value.Any().(error); ok {
+			s = err.Error()
+		} else {
+			s = fmt.Sprint(a.Value.Any())
+		}
+	default:
+		s = a.Value.String()
+	}
+	if s == "" || strings.IndexFunc(s, func(r rune) bool { return r == '"' || r == '=' || !unicode.IsPrint(r) || unicode.IsSpace(r) }) >= 0 {
+		return strconv.AppendQuote(b, s)
+	}
+	return append(b, s...)
+}
+
+// RotatingFile is an io.Writer to a log file that is rotated by size, like
+// Python's RotatingFileHandler: when a write would take the file past
+// MaxBytes, path.N is renamed path.N+1 (the oldest, path.Backups, removed),
+// path becomes path.1 and a new path is started. It is safe for concurrent
+// use.
+type RotatingFile struct {
+	path     string
+	maxBytes int64
+	backups  int
+
+	mu   sync.Mutex
+	f    *os.File
+	size int64
+}
+
+// OpenRotatingFile opens (appending) or creates the log file at path and
+// the directories above it. maxBytes <= 0 never rotates.
+func OpenRotatingFile(path string, maxBytes int64, backups int) (*RotatingFile, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	r := &RotatingFile{path: path, maxBytes: maxBytes, backups: backups}
+	if err := r.open(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *RotatingFile) open() error {
+	f, err := os.OpenFile(r.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return err
+	}
+	r.f, r.size = f, st.Size()
+	return nil
+}
+
+// Write writes p, rotating first when p would not fit.
+func (r *RotatingFile) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.f == nil {
+		return 0, os.ErrClosed
+	}
+	if r.maxBytes > 0 && r.size > 0 && r.size+int64(len(p)) > r.maxBytes {
+		if err := r.rotate(); err != nil {
+			return 0, err
+		}
+	}
+	n, err := r.f.Write(p)
+	r.size += int64(n)
+	return n, err
+}
+
+func (r *RotatingFile) rotate() error {
+	r.f.Close()
+	r.f = nil
+	if r.backups > 0 {
+		os.Remove(r.path + "." + strconv.Itoa(r.backups))
+		for i := r.backups - 1; i >= 1; i-- {
+			os.Rename(r.path+"."+strconv.Itoa(i), r.path+"."+strconv.Itoa(i+1))
+		}
+		if err := os.Rename(r.path, r.path+".1"); err != nil {
+			return err
+		}
+	} else if err := os.Truncate(r.path, 0); err != nil {
+		return err
+	}
+	return r.open()
+}
+
+// Close closes the file.
+func (r *RotatingFile) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.f == nil {
+		return nil
+	}
+	err := r.f.Close()
+	r.f = nil
+	return err
+}
+
+// Files returns the log file and its existing backups, newest first.
+func (r *RotatingFile) Files() []string {
+	out := []string{r.path}
+	for i := 1; i <= r.backups; i++ {
+		p := r.path + "." + strconv.Itoa(i)
+		if _, err := os.Stat(p); err == nil {
+			out = append(out, p)
+		}
+	}
+	return slices.Clip(out)
+}

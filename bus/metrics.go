@@ -1,0 +1,120 @@
+package bus
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the bus's Prometheus metrics, in a registry of the Server's
+// own. Hot-path counters are resolved once, so counting is an atomic add.
+type metrics struct {
+	reg *prometheus.Registry
+
+	connections      prometheus.Gauge
+	connectionsTotal prometheus.Counter
+	framesIn         prometheus.Counter
+	bytesIn          prometheus.Counter
+	framesOut        prometheus.Counter
+	bytesOut         prometheus.Counter
+	publishedTotal   prometheus.Counter
+	latency          prometheus.Histogram
+	inprocDropped    prometheus.Counter
+
+	rejectedVec *prometheus.CounterVec
+	rejectedBy  map[string]prometheus.Counter
+	closesVec   *prometheus.CounterVec
+	closesBy    map[string]prometheus.Counter
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	counter := func(name, help string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ovbus", Name: name, Help: help})
+		m.reg.MustRegister(c)
+		return c
+	}
+	m.connections = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "ovbus", Name: "connections", Help: "Connected WebSocket clients."})
+	m.reg.MustRegister(m.connections)
+	m.connectionsTotal = counter("connections_total", "WebSocket clients accepted since start.")
+	m.framesIn = counter("frames_received_total", "Messages received from clients (and emitted in-process).")
+	m.bytesIn = counter("bytes_received_total", "Payload bytes of the messages received.")
+	m.framesOut = counter("frames_sent_total", "Messages written to clients (one per delivery).")
+	m.bytesOut = counter("bytes_sent_total", "Frame bytes written to clients.")
+	m.publishedTotal = counter("messages_relayed_total", "Messages appended to the fan-out log.")
+	m.inprocDropped = counter("inprocess_dropped_total", "Messages the in-process handlers missed by falling behind the queue bounds.")
+	m.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "ovbus", Name: "relay_latency_seconds",
+		Help:    "Time from a message's arrival to the write of the batch carrying it to a client (observed once per batch, for its oldest message).",
+		Buckets: prometheus.ExponentialBuckets(25e-6, 2, 18), // 25µs .. ~3.3s
+	})
+	m.reg.MustRegister(m.latency)
+	m.rejectedVec = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ovbus", Name: "rejected_total",
+		Help: "Frames dropped and connections refused, by reason."}, []string{"reason"})
+	m.closesVec = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ovbus", Name: "closes_total",
+		Help: "Closed client connections, by reason."}, []string{"reason"})
+	m.reg.MustRegister(m.rejectedVec, m.closesVec)
+	m.rejectedBy = map[string]prometheus.Counter{}
+	for _, r := range []string{rejectMalformedCarrier, rejectPermission, rejectOrigin, rejectAuth, rejectHandshake, rejectShuttingDown} {
+		m.rejectedBy[r] = m.rejectedVec.WithLabelValues(r)
+	}
+	m.closesBy = map[string]prometheus.Counter{}
+	for _, r := range []string{reasonSlowConsumer, reasonOversize, reasonProtocolError, reasonClientClose, reasonDisconnect, reasonWriteError, reasonShutdown} {
+		m.closesBy[r] = m.closesVec.WithLabelValues(r)
+	}
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ovbus", Name: "log_messages",
+			Help: "Messages held in the fan-out log."}, func() float64 { n, _ := s.hub.retained(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ovbus", Name: "log_bytes",
+			Help: "Frame bytes held in the fan-out log."}, func() float64 { _, b := s.hub.retained(); return float64(b) }),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+func (m *metrics) connected() {
+	m.connections.Inc()
+	m.connectionsTotal.Inc()
+}
+
+func (m *metrics) disconnected() { m.connections.Dec() }
+
+func (m *metrics) received(n int) {
+	m.framesIn.Inc()
+	m.bytesIn.Add(float64(n))
+}
+
+func (m *metrics) published() { m.publishedTotal.Inc() }
+
+// sent counts one batch: n frames, size bytes, the oldest one published
+// latencyNS ago.
+func (m *metrics) sent(n int, size int64, latencyNS int64) {
+	m.framesOut.Add(float64(n))
+	m.bytesOut.Add(float64(size))
+	m.latency.Observe(float64(latencyNS) / 1e9)
+}
+
+func (m *metrics) rejected(reason string) {
+	if c, ok := m.rejectedBy[reason]; ok {
+		c.Inc()
+		return
+	}
+	m.rejectedVec.WithLabelValues(reason).Inc()
+}
+
+func (m *metrics) closed(reason string) {
+	if c, ok := m.closesBy[reason]; ok {
+		c.Inc()
+		return
+	}
+	m.closesVec.WithLabelValues(reason).Inc()
+}
+
+// MetricsHandler returns the Prometheus handler of the bus's metrics, for
+// embedders that serve it themselves (Start serves it on MetricsAddress).
+func (s *Server) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{})
+}

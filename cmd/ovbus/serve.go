@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/ovbus/ovbus/bus"
+	"github.com/ovbus/ovbus/config"
+)
+
+func init() {
+	register("serve", "run the message bus (a drop-in for ovos-messagebus)", runServe)
+}
+
+const serveSynopsis = `ovbus serve [flags]
+
+Runs the OVOS message bus with the configuration of ovos-messagebus: the
+websocket section of the OVOS configuration stack (mycroft.conf), then
+OVOS_BUS_CONFIG_FILE, the OVOS_BUS_* variables and these flags. SIGINT and
+SIGTERM stop it (exit 0), SIGHUP reloads the configuration.`
+
+// Log file rotation, as ovos_utils does it: 50 MB × 3 backups.
+const (
+	logFileMaxBytes = 50_000_000
+	logFileBackups  = 3
+)
+
+// serveSignals delivers the signals serve acts on; tests replace it.
+var serveSignals = defaultServeSignals
+
+func defaultServeSignals() (<-chan os.Signal, func()) {
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	return ch, func() { signal.Stop(ch) }
+}
+
+func runServe(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ovbus serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	flags := config.RegisterFlags(fs)
+	printConfig := fs.Bool("print-config", false, "print the merged configuration and the layer that set each key, then exit")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), serveSynopsis)
+		fmt.Fprintln(fs.Output(), "\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "ovbus serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	load := func() (*config.Config, *config.Provenance, error) {
+		return config.Load(config.LoadOptions{Flags: flags})
+	}
+	cfg, prov, err := load()
+	if err != nil {
+		fmt.Fprintln(stderr, "ovbus serve:", err)
+		return 1
+	}
+	if *printConfig {
+		if err := cfg.Print(stdout, prov); err != nil {
+			fmt.Fprintln(stderr, "ovbus serve:", err)
+			return 1
+		}
+		return 0
+	}
+
+	// The logger: stdout plus the rotating log file (spec §7).
+	level := new(slog.LevelVar)
+	level.Set(cfg.SlogLevel())
+	out := stdout
+	var logFileErr error
+	if cfg.LogFile != "" {
+		f, err := bus.OpenRotatingFile(cfg.LogFile, logFileMaxBytes, logFileBackups)
+		if err != nil {
+			logFileErr = err
+		} else {
+			defer f.Close()
+			out = io.MultiWriter(stdout, f)
+		}
+	}
+	logger := slog.New(bus.NewLogHandler(out, level)).With("logger", "bus")
+
+	logger.Info("Starting message bus service...")
+	logger.Info("Loading message bus configs")
+	if logFileErr != nil {
+		logger.Warn("Cannot open the log file; logging to stdout only", "file", cfg.LogFile, "error", logFileErr)
+	}
+	for _, w := range prov.Warnings {
+		logger.Warn(w)
+	}
+	var tlsConfig *tls.Config
+	if cfg.SSL {
+		cert, err := cfg.Certificate()
+		if err != nil {
+			logger.Error("Cannot set up TLS", "error", err)
+			fmt.Fprintln(stderr, "ovbus serve:", err)
+			return 1
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	srv, err := bus.New(busOptions(cfg, tlsConfig, logger))
+	if err != nil {
+		logger.Error("Invalid configuration", "error", err)
+		fmt.Fprintln(stderr, "ovbus serve:", err)
+		return 1
+	}
+	sigs, stopSignals := serveSignals()
+	defer stopSignals()
+	if err := srv.Start(); err != nil {
+		logger.Error("Cannot start the message bus", "address", cfg.Address(), "error", err)
+		fmt.Fprintln(stderr, "ovbus serve:", err)
+		return 1
+	}
+	attrs := []any{"url", busURL(cfg, srv.Addr())}
+	if a := srv.MetricsAddr(); a != nil {
+		attrs = append(attrs, "metrics", "http://"+a.String()+"/metrics")
+	}
+	logger.Info("Message bus service started!", attrs...)
+	sdNotify("READY=1")
+
+	running := cfg
+	for sig := range sigs {
+		if sig != syscall.SIGHUP {
+			break
+		}
+		sdNotify("RELOADING=1")
+		running = reload(srv, running, load, tlsConfig, level, logger)
+		sdNotify("READY=1")
+	}
+
+	sdNotify("STOPPING=1")
+	logger.Info("Message bus is shutting down...")
+	live := srv.Live()
+	ctx, cancel := context.WithTimeout(context.Background(), max(live.ShutdownTimeout, 0)+5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		logger.Warn("Shutdown did not finish in time; connections dropped", "error", err)
+	}
+	return 0
+}
+
+// reload re-reads the configuration on SIGHUP and applies what can change
+// while the bus runs. Keys that need a restart keep their running values
+// (and are reported again at the next reload). It returns the configuration
+// now in force.
+func reload(srv *bus.Server, running *config.Config, load func() (*config.Config, *config.Provenance, error),
+	tlsConfig *tls.Config, level *slog.LevelVar, logger *slog.Logger) *config.Config {
+	next, prov, err := load()
+	if err != nil {
+		logger.Error("Reload failed; the running configuration stays", "error", err)
+		return running
+	}
+	for _, w := range prov.Warnings {
+		logger.Warn(w)
+	}
+	live, restart := config.Diff(running, next)
+	applied := next.Clone()
+	applied.Host, applied.Port, applied.Route = running.Host, running.Port, running.Route
+	applied.SSL, applied.SSLCert, applied.SSLKey = running.SSL, running.SSLCert, running.SSLKey
+	applied.Compression, applied.MetricsAddress, applied.LogFile = running.Compression, running.MetricsAddress, running.LogFile
+	if _, _, err := srv.Apply(busOptions(applied, tlsConfig, logger)); err != nil {
+		logger.Error("Reload failed; the running configuration stays", "error", err)
+		return running
+	}
+	level.Set(applied.SlogLevel())
+	if len(live) == 0 && len(restart) == 0 {
+		logger.Info("Configuration reloaded: nothing changed")
+	} else {
+		logger.Info("Configuration reloaded", "changed", fmt.Sprint(live), "needs_restart", fmt.Sprint(restart))
+	}
+	return applied
+}
+
+// busOptions maps the configuration onto the bus's options.
+func busOptions(cfg *config.Config, tlsConfig *tls.Config, logger *slog.Logger) bus.Options {
+	filterLogs := cfg.FilterLogs
+	if filterLogs == nil {
+		filterLogs = []string{} // an explicit empty list: log every type
+	}
+	shutdown := cfg.ShutdownTimeout
+	if shutdown <= 0 {
+		shutdown = -1 // drop at once
+	}
+	o := bus.Options{
+		Addr:                  cfg.Address(),
+		Host:                  cfg.Host,
+		Port:                  cfg.Port,
+		Route:                 cfg.Route,
+		TLSConfig:             tlsConfig,
+		MaxMsgSize:            cfg.MaxMsgSize(),
+		Filter:                cfg.Filter,
+		FilterLogs:            filterLogs,
+		MaxQueueMessages:      cfg.MaxQueueMessages,
+		MaxQueueBytes:         cfg.MaxQueueBytes,
+		WriteTimeout:          cfg.WriteTimeout,
+		HandshakeTimeout:      cfg.HandshakeTimeout,
+		ShutdownTimeout:       shutdown,
+		CloseFramesOnShutdown: cfg.CloseFramesOnShutdown,
+		DisableCompression:    !cfg.Compression,
+		MetricsAddress:        cfg.MetricsAddress,
+		AllowedOrigins:        cfg.AllowedOrigins,
+		Auth:                  bus.Auth{Required: cfg.Auth.Required},
+		Logger:                logger,
+	}
+	if cfg.Auth.Tokens != nil {
+		o.Auth.Tokens = make(map[string]bus.Permissions, len(cfg.Auth.Tokens))
+		for tok, p := range cfg.Auth.Tokens {
+			o.Auth.Tokens[tok] = bus.Permissions{Name: p.Name, Emit: p.Emit, Receive: p.Receive}
+		}
+	}
+	return o
+}
+
+// busURL is the URL clients dial, with the port actually bound.
+func busURL(cfg *config.Config, addr net.Addr) string {
+	c := *cfg
+	if ta, ok := addr.(*net.TCPAddr); ok {
+		c.Port = ta.Port
+	}
+	return c.URL()
+}
+
+// sdNotify tells systemd about the service's state when it runs under a
+// unit with Type=notify (as OVOS's ovos-messagebus.service does); without
+// $NOTIFY_SOCKET it does nothing (sd_notify(3)).
+func sdNotify(state string) {
+	name := os.Getenv("NOTIFY_SOCKET")
+	if name == "" {
+		return
+	}
+	if name[0] == '@' {
+		name = "\x00" + name[1:] // an abstract socket
+	}
+	c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: name, Net: "unixgram"})
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	c.Write([]byte(state))
+}
