@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -396,5 +397,68 @@ func TestReadMessageIntoAllocs(t *testing.T) {
 	})
 	if allocs > 0 {
 		t.Fatalf("%.1f allocations per echo with a background context, want 0", allocs)
+	}
+}
+
+// TestDialThroughProxy dials an echo server through an HTTP CONNECT proxy
+// that demands basic authentication.
+func TestDialThroughProxy(t *testing.T) {
+	target := echoServer(t, nil)
+	var tunnels int
+	var mu sync.Mutex
+	proxySrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodConnect {
+			http.Error(w, "CONNECT only", http.StatusMethodNotAllowed)
+			return
+		}
+		if r.Header.Get("Proxy-Authorization") != "Basic dXNlcjpzZWNyZXQ=" { // user:secret
+			w.Header().Set("Proxy-Authenticate", `Basic realm="test"`)
+			http.Error(w, "auth", http.StatusProxyAuthRequired)
+			return
+		}
+		up, err := net.Dial("tcp", r.Host)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		mu.Lock()
+		tunnels++
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+		down, brw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			up.Close()
+			return
+		}
+		if n := brw.Reader.Buffered(); n > 0 {
+			b, _ := brw.Reader.Peek(n)
+			up.Write(b)
+		}
+		go func() { io.Copy(up, down); up.Close() }()
+		io.Copy(down, up)
+		down.Close()
+	}))
+	defer proxySrv.Close()
+
+	withProxy := func(userinfo string) *DialOptions {
+		return &DialOptions{Proxy: func(*url.URL) (*url.URL, error) {
+			return url.Parse("http://" + userinfo + strings.TrimPrefix(proxySrv.URL, "http://"))
+		}}
+	}
+	c := dialT(t, target, withProxy("user:secret@"))
+	ctx := context.Background()
+	c.WriteMessage(ctx, TextMessage, []byte("via proxy"))
+	if _, msg, err := c.ReadMessage(ctx); err != nil || string(msg) != "via proxy" {
+		t.Fatalf("echo through proxy: %q, %v", msg, err)
+	}
+	mu.Lock()
+	if tunnels != 1 {
+		t.Fatalf("%d tunnels, want 1", tunnels)
+	}
+	mu.Unlock()
+
+	_, _, err := Dial(ctx, target, withProxy("user:wrong@"))
+	if err == nil || !strings.Contains(err.Error(), "407") {
+		t.Fatalf("wrong password: got %v, want an error naming 407", err)
 	}
 }

@@ -1,0 +1,76 @@
+package ws
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"testing"
+)
+
+// BenchmarkEcho measures one connection's round trip over loopback: the
+// client writes a binary message, the server reads it and writes it back,
+// the client reads the echo. Both ends are this package, with the server on
+// a raw listener (UpgradeConn).
+func BenchmarkEcho(b *testing.B) {
+	for _, size := range []int{300, 1 << 20} {
+		name := strconv.Itoa(size)
+		if size == 1<<20 {
+			name = "1MiB"
+		}
+		b.Run(name, func(b *testing.B) { benchEcho(b, size) })
+	}
+}
+
+func benchEcho(b *testing.B, size int) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	opts := &AcceptOptions{MaxMessageSize: 4 << 20, MaxFrameSize: 4 << 20}
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		c, _, err := UpgradeConn(nc, opts)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		buf := make([]byte, 0, size)
+		ctx := context.Background()
+		for {
+			op, msg, err := c.ReadMessageInto(ctx, buf[:0])
+			if err != nil {
+				return
+			}
+			buf = msg
+			if err := c.WriteMessage(ctx, op, msg); err != nil {
+				return
+			}
+		}
+	}()
+	ctx := context.Background()
+	c, _, err := Dial(ctx, "ws://"+ln.Addr().String()+"/", &DialOptions{MaxMessageSize: 4 << 20, MaxFrameSize: 4 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.CloseNow()
+	msg := make([]byte, size)
+	for i := range msg {
+		msg[i] = byte(i)
+	}
+	buf := make([]byte, 0, size)
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if err := c.WriteMessage(ctx, BinaryMessage, msg); err != nil {
+			b.Fatal(err)
+		}
+		if _, buf, err = c.ReadMessageInto(ctx, buf[:0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

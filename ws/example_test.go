@@ -1,0 +1,151 @@
+package ws_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+
+	"github.com/ovbus/ovbus/ws"
+)
+
+// An echo server: every message goes back as it came, until the peer
+// closes.
+func ExampleAccept() {
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := ws.Accept(w, r, &ws.AcceptOptions{EnableCompression: true})
+		if err != nil {
+			return // Accept has answered with an HTTP error
+		}
+		defer c.CloseNow()
+		var buf []byte
+		for {
+			op, msg, err := c.ReadMessageInto(r.Context(), buf[:0])
+			if err != nil {
+				return // a *ws.CloseError when the peer closed
+			}
+			buf = msg
+			if err := c.WriteMessage(r.Context(), op, msg); err != nil {
+				return
+			}
+		}
+	})
+	srv := httptest.NewServer(echo)
+	defer srv.Close()
+
+	c, _, err := ws.Dial(context.Background(), "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close(ws.StatusNormalClosure, "")
+	c.WriteMessage(context.Background(), ws.TextMessage, []byte("hello"))
+	_, msg, _ := c.ReadMessage(context.Background())
+	fmt.Printf("%s\n", msg)
+	// Output: hello
+}
+
+// A client: dial, send a message, read the answer, close with a code.
+func ExampleDial() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := ws.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		_, msg, err := c.ReadMessage(r.Context())
+		if err == nil {
+			c.WriteMessage(r.Context(), ws.TextMessage, []byte("you said "+string(msg)))
+		}
+		c.ReadMessage(r.Context()) // wait for the client's close
+	}))
+	defer srv.Close()
+
+	ctx := context.Background()
+	c, resp, err := ws.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/chat", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(resp.StatusCode)
+	if err := c.WriteMessage(ctx, ws.TextMessage, []byte("hi")); err != nil {
+		log.Fatal(err)
+	}
+	_, msg, err := c.ReadMessage(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s\n", msg)
+	fmt.Println(c.Close(ws.StatusNormalClosure, "bye"))
+	// Output:
+	// 101
+	// you said hi
+	// <nil>
+}
+
+// Dialing through a proxy: an HTTP proxy with basic authentication (HTTP
+// CONNECT), or socks5://user:password@host:port for SOCKS5. Without
+// DialOptions.Proxy, Dial follows HTTP_PROXY, HTTPS_PROXY and NO_PROXY.
+func ExampleDial_proxy() {
+	proxyURL, _ := url.Parse("http://user:secret@proxy.internal:3128")
+	opts := &ws.DialOptions{
+		Proxy: func(*url.URL) (*url.URL, error) { return proxyURL, nil },
+	}
+	c, _, err := ws.Dial(context.Background(), "wss://bus.example/core", opts)
+	if err != nil {
+		log.Print(err)
+		return
+	}
+	defer c.CloseNow()
+}
+
+// permessage-deflate: the client offers it, the server accepts it, and each
+// side compresses messages at least as large as the threshold.
+func ExampleDialOptions_compression() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := ws.Accept(w, r, &ws.AcceptOptions{EnableCompression: true})
+		if err != nil {
+			return
+		}
+		op, msg, err := c.ReadMessage(r.Context())
+		if err == nil {
+			c.WriteMessage(r.Context(), op, msg)
+		}
+		c.ReadMessage(r.Context())
+	}))
+	defer srv.Close()
+
+	ctx := context.Background()
+	c, _, err := ws.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http"), &ws.DialOptions{
+		EnableCompression: true,
+		Compression:       ws.CompressionOptions{Level: 6, Threshold: 64},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close(ws.StatusNormalClosure, "")
+	p := c.Deflate()
+	fmt.Println("negotiated:", p != nil, "server_no_context_takeover:", p.ServerNoContextTakeover)
+	c.WriteMessage(ctx, ws.TextMessage, []byte(strings.Repeat("compress me ", 100)))
+	_, msg, _ := c.ReadMessage(ctx)
+	fmt.Println(len(msg))
+	// Output:
+	// negotiated: true server_no_context_takeover: true
+	// 1200
+}
+
+// Broadcast: encode a message once, write the same bytes to every
+// connection. Connections that negotiated permessage-deflate get the one
+// compressed form, the others the plain one.
+func ExampleNewPreparedMessage() {
+	var clients []*ws.Conn // the server's accepted connections
+	m, err := ws.NewPreparedMessage(ws.TextMessage, []byte(`{"type":"speak","data":{},"context":{}}`), ws.CompressionOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, c := range clients {
+		if err := c.WritePrepared(m); err != nil {
+			c.CloseNow()
+		}
+	}
+}
