@@ -65,13 +65,14 @@ type Conn struct {
 	pongHandler func([]byte)
 
 	// Write side: wmu serialises every frame written to nc.
-	wmu        sync.Mutex
-	wbuf       []byte
-	bufs       net.Buffers
-	writeErr   error // sticky: a failed or partial write leaves the stream unusable
-	ctrlMu     sync.Mutex
-	ctrlQueued []byte // control frames (pongs) waiting for the write lock
-	wbufSize   int
+	wmu         sync.Mutex
+	wbuf        []byte
+	bufs        net.Buffers
+	writeErr    error // sticky: a failed or partial write leaves the stream unusable
+	ctrlMu      sync.Mutex
+	ctrlQueued  []byte      // control frames (pongs) waiting for the write lock
+	ctrlPending atomic.Bool // ctrlQueued is not empty
+	wbufSize    int
 
 	closeSent     atomic.Bool
 	closeRecv     chan struct{}
@@ -376,7 +377,7 @@ func (c *Conn) failRead(err error) error {
 	var pe *ProtocolError
 	if errors.As(err, &pe) {
 		c.writeClose(func(dst []byte) ([]byte, error) { return c.p.AppendPendingClose(dst), nil })
-		c.closeNC()
+		c.lingerClose()
 	}
 	return c.setReadErr(err)
 }
@@ -470,7 +471,7 @@ func (c *Conn) WriteMessage(ctx context.Context, op Opcode, p []byte) error {
 		return err
 	}
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
+	defer c.unlockWrite()
 	if err := c.writable(); err != nil {
 		return stop(err)
 	}
@@ -509,7 +510,7 @@ func (c *Conn) WritePreparedBatch(ms []*PreparedMessage) error {
 		return nil
 	}
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
+	defer c.unlockWrite()
 	if err := c.writable(); err != nil {
 		return err
 	}
@@ -569,7 +570,7 @@ func (c *Conn) Ping(ctx context.Context, payload []byte) error {
 		c.pmu.Unlock()
 		err = c.writeLocked(c.wbuf)
 	}
-	c.wmu.Unlock()
+	c.unlockWrite()
 	if err = stop(err); err != nil {
 		return err
 	}
@@ -587,8 +588,8 @@ func (c *Conn) Ping(ctx context.Context, payload []byte) error {
 }
 
 // queuePong answers a ping (RFC 6455 §5.5.2). The reader never waits for the
-// write lock: when a writer holds it, the pong is sent with that writer's
-// next frame instead.
+// write lock: when a writer holds it, the pong goes out with that writer's
+// next frame or when it releases the lock (unlockWrite).
 func (c *Conn) queuePong(payload []byte) {
 	c.ctrlMu.Lock()
 	c.pmu.Lock()
@@ -596,15 +597,29 @@ func (c *Conn) queuePong(payload []byte) {
 	// the most recent ping).
 	c.ctrlQueued = c.p.AppendPong(c.ctrlQueued[:0], payload)
 	c.pmu.Unlock()
+	c.ctrlPending.Store(true)
 	c.ctrlMu.Unlock()
 	if c.wmu.TryLock() {
-		if c.writable() == nil {
+		c.unlockWrite()
+	}
+}
+
+// unlockWrite releases the write lock after sending any control frame that
+// was queued while it was held. The check after the release closes the gap
+// in which a reader queued a pong and failed to take the lock just before
+// the writer let it go.
+func (c *Conn) unlockWrite() {
+	for {
+		if c.ctrlPending.Load() && c.writable() == nil {
 			c.wbuf = c.flushCtrl(c.wbuf[:0])
 			if len(c.wbuf) > 0 {
 				c.writeLocked(c.wbuf)
 			}
 		}
 		c.wmu.Unlock()
+		if !c.ctrlPending.Load() || !c.wmu.TryLock() {
+			return
+		}
 	}
 }
 
@@ -615,6 +630,7 @@ func (c *Conn) flushCtrl(dst []byte) []byte {
 		dst = append(dst, c.ctrlQueued...)
 		c.ctrlQueued = c.ctrlQueued[:0]
 	}
+	c.ctrlPending.Store(false)
 	c.ctrlMu.Unlock()
 	return dst
 }
@@ -677,6 +693,22 @@ func (c *Conn) Close(code StatusCode, reason string) error {
 	return err
 }
 
+// lingerClose closes the connection after failing it. Closing a socket
+// with unread input makes the kernel send a reset, and a reset can destroy
+// the close frame just written before the peer reads it: so shut down the
+// sending side, then read and discard what the peer still sends (the rest of
+// an oversize message, say) until it closes or the close timeout passes.
+func (c *Conn) lingerClose() {
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		c.nc.SetReadDeadline(time.Now().Add(min(c.closeTimeout, time.Second)))
+		io.Copy(io.Discard, io.LimitReader(c.nc, lingerLimit))
+	}
+	c.closeNC()
+}
+
+// lingerLimit bounds what lingerClose reads and throws away.
+const lingerLimit = 64 << 20
+
 // CloseNow drops the connection without a closing handshake.
 func (c *Conn) CloseNow() error {
 	return c.closeNC()
@@ -702,7 +734,7 @@ func (c *Conn) writeClose(appendClose func([]byte) ([]byte, error)) error {
 		return ErrClosed
 	}
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
+	defer c.unlockWrite()
 	if c.writeErr != nil {
 		return c.writeErr
 	}

@@ -19,7 +19,7 @@ func (c *Conn) Writer(ctx context.Context, op Opcode) (io.WriteCloser, error) {
 	}
 	c.wmu.Lock()
 	if err := c.writable(); err != nil {
-		c.wmu.Unlock()
+		c.unlockWrite()
 		return nil, err
 	}
 	return &messageWriter{c: c, ctx: ctx, op: op, buf: make([]byte, 0, c.wbufSize)}, nil
@@ -68,7 +68,7 @@ func (w *messageWriter) Close() error {
 		err = w.flush(true)
 	}
 	w.closed = true
-	w.c.wmu.Unlock()
+	w.c.unlockWrite()
 	return err
 }
 
