@@ -610,9 +610,11 @@ func (c *Conn) queuePong(payload []byte) {
 // the writer let it go.
 func (c *Conn) unlockWrite() {
 	for {
-		if c.ctrlPending.Load() && c.writable() == nil {
+		if c.ctrlPending.Load() {
+			// On a connection that can no longer write, flushing just
+			// drops the queued frames.
 			c.wbuf = c.flushCtrl(c.wbuf[:0])
-			if len(c.wbuf) > 0 {
+			if len(c.wbuf) > 0 && c.writable() == nil {
 				c.writeLocked(c.wbuf)
 			}
 		}
