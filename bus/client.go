@@ -199,7 +199,7 @@ func (c *client) writeLoop() {
 		live := s.live.Load()
 		var size int64
 		for _, e := range batch {
-			if c.perms != nil && c.perms.Receive != nil && !c.perms.canReceive(e.mtype) {
+			if c.perms != nil && c.perms.Receive != nil && !c.perms.CanReceive(e.mtype) {
 				continue
 			}
 			pms = append(pms, e.pm)

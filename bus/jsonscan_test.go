@@ -86,21 +86,6 @@ func TestRejectedMessage(t *testing.T) {
 	}
 }
 
-func TestMatchPattern(t *testing.T) {
-	for _, tc := range []struct {
-		p, s string
-		ok   bool
-	}{
-		{"*", "", true}, {"*", "anything", true}, {"speak", "speak", true}, {"speak", "speaking", false},
-		{"gui.*", "gui.value.set", true}, {"gui.*", "xgui.a", false}, {"*.response", "a.b.response", true},
-		{"recognizer_loop:*", "recognizer_loop:utterance", true}, {"a*b*c", "aXbYc", true}, {"a*b*c", "aXbY", false},
-	} {
-		if got := matchPattern(tc.p, tc.s); got != tc.ok {
-			t.Errorf("matchPattern(%q, %q) = %v", tc.p, tc.s, got)
-		}
-	}
-}
-
 func TestPythonRepr(t *testing.T) {
 	_, line, ok := filterLine([]byte(`{"type":"t","context":{"source":["a",1,2.5,true,null,{"x":"it's"}],"destination":"d","session":{"b":1,"a":"say \"hi\"\n"}}}`))
 	want := "t source: ['a', 1, 2.5, True, None, {'x': \"it's\"}] destination: d\nSESSION: {'b': 1, 'a': 'say \"hi\"\\n'}"

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/ovbus/ovbus/config"
 	"log/slog"
 	"net"
 	"slices"
@@ -114,58 +115,11 @@ type Auth struct {
 // Enabled reports whether any client can be restricted.
 func (a Auth) Enabled() bool { return a.Required || len(a.Tokens) > 0 }
 
-// Permissions says which message types a client may send and receive. A nil
-// list allows every type; an empty list allows none. In a pattern '*' stands
-// for any run of characters ("recognizer_loop:*", "*.response", "*"). A
-// frame without a type (not JSON, encrypted, ...) is matched as "".
-type Permissions struct {
-	// Name labels the token in logs instead of the secret.
-	Name    string
-	Emit    []string
-	Receive []string
-}
-
-func (p *Permissions) canEmit(t string) bool    { return matchAny(p.Emit, t) }
-func (p *Permissions) canReceive(t string) bool { return matchAny(p.Receive, t) }
-
-func matchAny(patterns []string, t string) bool {
-	if patterns == nil {
-		return true
-	}
-	for _, pat := range patterns {
-		if matchPattern(pat, t) {
-			return true
-		}
-	}
-	return false
-}
-
-// matchPattern matches s against a pattern in which '*' stands for any run
-// of characters. Greedy with one backtrack point: linear in practice.
-func matchPattern(pattern, s string) bool {
-	p, i := 0, 0
-	star, mark := -1, 0
-	for i < len(s) {
-		switch {
-		case p < len(pattern) && pattern[p] == '*':
-			star, mark = p, i
-			p++
-		case p < len(pattern) && pattern[p] == s[i]:
-			p++
-			i++
-		case star >= 0:
-			p = star + 1
-			mark++
-			i = mark
-		default:
-			return false
-		}
-	}
-	for p < len(pattern) && pattern[p] == '*' {
-		p++
-	}
-	return p == len(pattern)
-}
+// Permissions says which message types a client may send and receive: the
+// config package's type, with its pattern rules (a nil list allows every
+// type, an empty one none, '*' stands for any run of characters, a frame
+// without a type is matched as "").
+type Permissions = config.Permissions
 
 // withDefaults returns a copy of o with every zero field set to its default.
 func (o Options) withDefaults() Options {
@@ -252,14 +206,5 @@ func (o *Options) validate() error {
 
 // originAllowed reports whether an upgrade with this Origin is accepted.
 func (o *Options) originAllowed(origin string) bool {
-	if len(o.AllowedOrigins) == 0 || origin == "" {
-		return true
-	}
-	l := strings.ToLower(origin)
-	for _, pat := range o.AllowedOrigins {
-		if matchPattern(strings.ToLower(pat), l) {
-			return true
-		}
-	}
-	return false
+	return config.OriginAllowed(o.AllowedOrigins, origin)
 }

@@ -396,7 +396,7 @@ func (s *Server) relay(c *client, op ws.Opcode, b []byte) {
 	typed := false
 	if c != nil && c.perms != nil && c.perms.Emit != nil {
 		mtype, typed = messageType(b), true
-		if !c.perms.canEmit(mtype) {
+		if !c.perms.CanEmit(mtype) {
 			s.m.rejected(rejectPermission)
 			s.log.Warn("Dropped message: not allowed to emit", "remote", c.addr, "token", c.perms.Name, "msg_type", mtype)
 			return

@@ -234,12 +234,17 @@ func (c *Config) FilterLogged(msgType string) bool {
 // absent (non-browser clients send none); otherwise when an entry matches it,
 // compared without regard to case, '*' standing for any run of characters
 // ("http://localhost:*").
-func (c *Config) OriginAllowed(origin string) bool {
-	if len(c.AllowedOrigins) == 0 || origin == "" {
+func (c *Config) OriginAllowed(origin string) bool { return OriginAllowed(c.AllowedOrigins, origin) }
+
+// OriginAllowed reports whether origin matches one of the allowed-origin
+// patterns (case-insensitive, '*' as in MatchType). No patterns, or a request
+// without an Origin header (a non-browser client), is always allowed.
+func OriginAllowed(patterns []string, origin string) bool {
+	if len(patterns) == 0 || origin == "" {
 		return true
 	}
 	o := strings.ToLower(origin)
-	for _, pat := range c.AllowedOrigins {
+	for _, pat := range patterns {
 		if MatchType(strings.ToLower(pat), o) {
 			return true
 		}
