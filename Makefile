@@ -1,6 +1,6 @@
 # make test: installs the test dependencies (Debian and Node packages), then
 # vets and runs every test with the race detector, the fuzz seed corpora
-# included, in the main module and in the nested peers module.
+# included, in the main module and in the nested peers and interop modules.
 GO ?= go
 
 .PHONY: test deps vet test-only bench build
@@ -13,10 +13,12 @@ deps:
 vet:
 	$(GO) vet ./...
 	cd bench/peers && $(GO) vet ./...
+	cd interop && $(GO) vet ./...
 
 test-only:
 	$(GO) test -race -shuffle=on -timeout 20m ./...
 	cd bench/peers && $(GO) test -race -timeout 10m ./...
+	cd interop && $(GO) test -race -timeout 10m ./...
 
 build:
 	$(GO) build -o ovbus ./cmd/ovbus
