@@ -301,7 +301,7 @@ func (d *deflateState) startInflate() {
 	d.src = inflateSource{a: d.zbuf, b: deflateTail}
 	var dict []byte
 	if d.peerTakeover {
-		dict = d.dict
+		dict = d.window()
 	}
 	d.r = getReader(&d.src, dict)
 	d.inflated = 0
@@ -341,19 +341,29 @@ func (d *deflateState) releaseOut() {
 }
 
 // addDict keeps the last 32 KiB of inflated data (RFC 7692 §7.2.2: with
-// context takeover the peer may refer back into earlier messages).
+// context takeover the peer may refer back into earlier messages). The
+// buffer holds up to 64 KiB so that the window is moved only once per
+// 32 KiB of data.
 func (d *deflateState) addDict(p []byte) {
+	if d.dict == nil {
+		d.dict = make([]byte, 0, 2*maxWindow)
+	}
 	if len(p) >= maxWindow {
 		d.dict = append(d.dict[:0], p[len(p)-maxWindow:]...)
 		return
 	}
-	if d.dict == nil {
-		d.dict = make([]byte, 0, maxWindow)
-	}
-	if extra := len(d.dict) + len(p) - maxWindow; extra > 0 {
-		d.dict = d.dict[:copy(d.dict, d.dict[extra:])]
+	if len(d.dict)+len(p) > cap(d.dict) {
+		d.dict = d.dict[:copy(d.dict, d.dict[len(d.dict)-maxWindow:])]
 	}
 	d.dict = append(d.dict, p...)
+}
+
+// window returns the last 32 KiB of inflated data.
+func (d *deflateState) window() []byte {
+	if len(d.dict) > maxWindow {
+		return d.dict[len(d.dict)-maxWindow:]
+	}
+	return d.dict
 }
 
 // nextInflated returns the next piece of the inflated message. It inflates

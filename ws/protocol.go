@@ -209,8 +209,12 @@ func (p *Protocol) Receive(data []byte) {
 		return
 	}
 	if p.r > 0 {
-		n := copy(p.buf, p.buf[p.r:])
-		p.buf = p.buf[:n]
+		if p.r == len(p.buf) && cap(p.buf) > 1<<20 && len(data) < cap(p.buf)/4 {
+			p.buf = nil // do not keep a buffer grown by one huge Receive
+		} else {
+			n := copy(p.buf, p.buf[p.r:])
+			p.buf = p.buf[:n]
+		}
 		p.r = 0
 	}
 	if p.buf == nil {

@@ -62,12 +62,14 @@ var utf8First = [256]uint8{
 	s5, s6, s6, s6, s7, xx, xx, xx, xx, xx, xx, xx, xx, xx, xx, xx, // 0xF0-0xFF
 }
 
-var acceptRanges = [5][2]uint8{
-	{0x80, 0xBF},
-	{0xA0, 0xBF},
-	{0x80, 0x9F},
-	{0x90, 0xBF},
-	{0x80, 0x8F},
+// acceptRanges[x>>4] is the range of the second byte; 16 entries so that
+// indexing needs no bounds check.
+var acceptRanges = [16]struct{ lo, hi uint8 }{
+	0: {0x80, 0xBF},
+	1: {0xA0, 0xBF},
+	2: {0x80, 0x9F},
+	3: {0x90, 0xBF},
+	4: {0x80, 0x8F},
 }
 
 const asciiMask = 0x8080808080808080
@@ -79,72 +81,107 @@ func (v *UTF8Validator) Write(p []byte) bool {
 	if v.bad {
 		return false
 	}
-	i := 0
 	// Finish a sequence left open by the previous Write.
 	for v.need > 0 {
-		if i == len(p) {
+		if len(p) == 0 {
 			return true
 		}
-		c := p[i]
-		if c < v.lo || c > v.hi {
+		if c := p[0]; c < v.lo || c > v.hi {
 			v.bad = true
 			return false
 		}
-		i++
+		p = p[1:]
 		v.need--
 		v.lo, v.hi = 0x80, 0xBF
 	}
-	n := len(p)
-	for i < n {
-		c := p[i]
-		if c < 0x80 {
-			i++
-			// ASCII fast path, 16 then 8 bytes at a time.
-			for i+16 <= n && (binary.LittleEndian.Uint64(p[i:])|binary.LittleEndian.Uint64(p[i+8:]))&asciiMask == 0 {
-				i += 16
-			}
-			if i+8 <= n && binary.LittleEndian.Uint64(p[i:])&asciiMask == 0 {
-				i += 8
-			}
-			continue
-		}
-		x := utf8First[c]
-		size := int(x & 7)
-		if size == 0 {
+	i, ok := validPrefix(p)
+	if !ok {
+		v.bad = true
+		return false
+	}
+	if i == len(p) {
+		return true
+	}
+	// p[i:] is the start of a sequence that continues in the next Write:
+	// check what is here and remember what the next bytes must be.
+	x := utf8First[p[i]]
+	ar := acceptRanges[x>>4]
+	lo, hi := ar.lo, ar.hi
+	need := int(x&7) - 1
+	for _, c := range p[i+1:] {
+		if c < lo || c > hi {
 			v.bad = true
 			return false
 		}
-		ar := acceptRanges[x>>4]
-		if i+size <= n {
-			if c1 := p[i+1]; c1 < ar[0] || c1 > ar[1] {
-				v.bad = true
-				return false
+		lo, hi = 0x80, 0xBF
+		need--
+	}
+	v.need, v.lo, v.hi = uint8(need), lo, hi
+	return true
+}
+
+// validPrefix checks p from its start. It returns ok == false if p holds
+// an invalid sequence; otherwise i is the offset of an incomplete but so
+// far valid multi-byte sequence at the end of p, or len(p).
+func validPrefix(p []byte) (i int, ok bool) {
+	n := len(p)
+	for i < n {
+		// Skip ASCII 16 bytes at a time; after a block that is not all
+		// ASCII, check the next 16 bytes one by one before trying again,
+		// so that mixed text does not pay for failed word checks.
+		for q := p[i:]; len(q) >= 16; q = q[16:] {
+			if (binary.LittleEndian.Uint64(q)|binary.LittleEndian.Uint64(q[8:16]))&asciiMask != 0 {
+				break
 			}
-			if size > 2 && (p[i+2] < 0x80 || p[i+2] > 0xBF) {
-				v.bad = true
-				return false
+			i += 16
+		}
+		end := min(i+16, n)
+		for i < end {
+			c := p[i]
+			if c < 0x80 {
+				i++
+				continue
 			}
-			if size > 3 && (p[i+3] < 0x80 || p[i+3] > 0xBF) {
-				v.bad = true
-				return false
+			x := utf8First[c]
+			size := int(x & 7)
+			if size == 0 {
+				return i, false
+			}
+			if size > n-i {
+				// Incomplete sequence at the end: the caller checks it.
+				return i, validTail(p[i:])
+			}
+			ar := acceptRanges[x>>4]
+			if c1 := p[i+1]; c1 < ar.lo || c1 > ar.hi {
+				return i, false
+			}
+			if size > 2 {
+				if c2 := p[i+2]; c2 < 0x80 || c2 > 0xBF {
+					return i, false
+				}
+				if size > 3 {
+					if c3 := p[i+3]; c3 < 0x80 || c3 > 0xBF {
+						return i, false
+					}
+				}
 			}
 			i += size
-			continue
 		}
-		// The sequence continues past the end of p: check what is here and
-		// remember what the next bytes must be.
-		lo, hi := ar[0], ar[1]
-		need := size - 1
-		for j := i + 1; j < n; j++ {
-			if p[j] < lo || p[j] > hi {
-				v.bad = true
-				return false
-			}
-			lo, hi = 0x80, 0xBF
-			need--
+	}
+	return i, true
+}
+
+// validTail reports whether t, shorter than the sequence its first byte
+// starts, is a valid beginning of that sequence.
+func validTail(t []byte) bool {
+	x := utf8First[t[0]]
+	ar := acceptRanges[x>>4]
+	lo, hi := ar.lo, ar.hi
+	for _, c := range t[1:] {
+		if c < lo || c > hi {
+			return false
 		}
-		v.need, v.lo, v.hi = uint8(need), lo, hi
-		return true
+		lo, hi = 0x80, 0xBF
 	}
 	return true
 }

@@ -1,0 +1,164 @@
+package ws
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"unicode/utf8"
+)
+
+// gaussianSizes returns n message sizes drawn from a Gaussian with the
+// given mean and standard deviation, clamped to >= 1, from a fixed seed.
+func gaussianSizes(n int, mean, sigma float64) ([]int, int) {
+	rng := rand.New(rand.NewPCG(42, 1337))
+	sizes := make([]int, n)
+	total := 0
+	for i := range sizes {
+		s := int(math.Round(rng.NormFloat64()*sigma + mean))
+		sizes[i] = max(1, s)
+		total += sizes[i]
+	}
+	return sizes, total / n
+}
+
+// benchPayload is OVOS-bus-like JSON text (valid UTF-8, compressible).
+func benchPayload(n int) []byte {
+	var b bytes.Buffer
+	for i := 0; b.Len() < n; i++ {
+		fmt.Fprintf(&b, `{"type":"recognizer_loop:utterance","data":{"utterances":["what time is it %d"],"lang":"en-us"},"context":{"source":"audio","destination":["skills"]}}`, i)
+	}
+	return b.Bytes()[:n]
+}
+
+func drain(b *testing.B, p *Protocol) {
+	for {
+		ev, err := p.Next()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ev.Kind == EventNone || ev.Fin {
+			return
+		}
+	}
+}
+
+// BenchmarkRoundTrip: per iteration a client Protocol encodes a binary
+// message, the server decodes it, the server encodes a text message of the
+// same size and the client decodes it. Bytes per op are twice the mean
+// message size.
+func BenchmarkRoundTrip(b *testing.B) {
+	type bc struct {
+		name        string
+		mean, sigma float64
+		deflate     *DeflateParams
+		co          CompressionOptions
+	}
+	for _, c := range []bc{
+		{name: "small", mean: 125, sigma: 75},
+		{name: "large", mean: 125 << 10, sigma: 75 << 10},
+		// The bus's negotiation: server_no_context_takeover, client
+		// keeps its context; default level and threshold (128 bytes).
+		{name: "small_deflate", mean: 125, sigma: 75, deflate: &DeflateParams{ServerNoContextTakeover: true}},
+		// Neither side keeps its context: no 32 KiB dictionary to
+		// restore per message.
+		{name: "small_deflate_nctx", mean: 125, sigma: 75, deflate: &DeflateParams{ServerNoContextTakeover: true, ClientNoContextTakeover: true}},
+		// Every message compressed.
+		{name: "small_deflate_all", mean: 125, sigma: 75, deflate: &DeflateParams{ServerNoContextTakeover: true}, co: CompressionOptions{Threshold: -1}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			sizes, mean := gaussianSizes(1024, c.mean, c.sigma)
+			maxSize := 0
+			for _, s := range sizes {
+				maxSize = max(maxSize, s)
+			}
+			payload := benchPayload(maxSize)
+			cl := NewProtocol(Config{Role: RoleClient, Deflate: c.deflate, Compression: c.co})
+			sv := NewProtocol(Config{Role: RoleServer, Deflate: c.deflate, Compression: c.co})
+			var wire, back []byte
+			var err error
+			round := func(n int) {
+				wire, err = cl.AppendMessage(wire[:0], OpBinary, payload[:n])
+				if err != nil {
+					b.Fatal(err)
+				}
+				sv.Receive(wire)
+				drain(b, sv)
+				back, err = sv.AppendMessage(back[:0], OpText, payload[:n])
+				if err != nil {
+					b.Fatal(err)
+				}
+				cl.Receive(back)
+				drain(b, cl)
+			}
+			for _, n := range sizes { // warm up buffers and pools
+				round(n)
+			}
+			b.SetBytes(int64(2 * mean))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				round(sizes[i&1023])
+			}
+		})
+	}
+}
+
+var maskSizes = []int{16, 125, 4096, 65536}
+
+func benchMask(b *testing.B, f func([4]byte, int, []byte) int) {
+	for _, n := range maskSizes {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			buf := make([]byte, n)
+			key := [4]byte{0x37, 0xfa, 0x21, 0x3d}
+			b.SetBytes(int64(n))
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				f(key, i, buf)
+			}
+		})
+	}
+}
+
+func BenchmarkMask(b *testing.B)          { benchMask(b, MaskBytes) }
+func BenchmarkMaskReference(b *testing.B) { benchMask(b, maskRef) }
+
+func utf8BenchInputs() map[string][]byte {
+	return map[string][]byte{
+		"ascii":    benchPayload(64 << 10),
+		"mixed":    bytes.Repeat([]byte("Hello κόσμε, héllo wörld! 你好世界 🙂 "), 64<<10/48),
+		"nonascii": bytes.Repeat([]byte("κόσμεκόσμε你好世界你好世界"), 64<<10/50),
+	}
+}
+
+func BenchmarkUTF8(b *testing.B) {
+	for name, in := range utf8BenchInputs() {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(in)))
+			b.ReportAllocs()
+			var v UTF8Validator
+			for i := 0; i < b.N; i++ {
+				v.Reset()
+				if !v.Write(in) || !v.Complete() {
+					b.Fatal("invalid")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkUTF8Reference is the standard library's one-shot utf8.Valid.
+func BenchmarkUTF8Reference(b *testing.B) {
+	for name, in := range utf8BenchInputs() {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(in)))
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if !utf8.Valid(in) {
+					b.Fatal("invalid")
+				}
+			}
+		})
+	}
+}

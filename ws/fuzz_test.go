@@ -1,0 +1,141 @@
+package ws
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/klauspost/compress/flate"
+)
+
+// Seed corpora live in testdata/fuzz/<FuzzName>/, so plain `go test`
+// replays them. Run a fuzzer with e.g.
+//
+//	go test -run '^$' -fuzz '^FuzzProtocol$' -fuzztime 60s ./ws/
+
+func FuzzParseHeader(f *testing.F) {
+	f.Add([]byte{0x81, 0x05})
+	f.Add([]byte{0x82, 0xFE, 0x01, 0x00, 1, 2, 3, 4})
+	f.Add([]byte{0x82, 0x7F, 0, 0, 0, 0, 0, 1, 0, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, n, err := ParseHeader(data)
+		if err != nil {
+			var pe *ProtocolError
+			if !errors.As(err, &pe) || pe.Code != StatusProtocolError || n != 0 {
+				t.Fatalf("error %v n %d", err, n)
+			}
+			if _, rerr := ReadHeader(bytes.NewReader(data)); rerr == nil {
+				t.Fatal("ReadHeader accepted what ParseHeader rejected")
+			}
+			return
+		}
+		if n == 0 {
+			if len(data) >= MaxHeaderSize {
+				t.Fatal("need more bytes after 14")
+			}
+			return
+		}
+		if n > MaxHeaderSize || n != HeaderSize(h) || h.Length < 0 {
+			t.Fatalf("n %d for %+v", n, h)
+		}
+		if enc := AppendHeader(nil, h); !bytes.Equal(enc, data[:n]) {
+			t.Fatalf("re-encoding %x != %x", enc, data[:n])
+		}
+		if rh, err := ReadHeader(bytes.NewReader(data)); err != nil || rh != h {
+			t.Fatalf("ReadHeader %+v %v", rh, err)
+		}
+	})
+}
+
+// FuzzProtocol feeds arbitrary bytes, in chunks drawn from seed, to a
+// Protocol configured by flags (bit 0: client, bit 1: deflate, bit 2: small
+// limits, bit 3: peer context takeover). It must not panic, must not hand
+// out invalid UTF-8 as text (checked by feed), and must reach the same
+// result as when the input is fed at once.
+func FuzzProtocol(f *testing.F) {
+	f.Add([]byte("\x81\x05Hello"), uint64(1), byte(1))
+	f.Add([]byte("\x81\x857\xfa!=\x7f\x9fMQX"), uint64(2), byte(0))
+	f.Add([]byte("\xc1\x07\xf2\x48\xcd\xc9\xc9\x07\x00"), uint64(3), byte(3))
+	f.Fuzz(func(t *testing.T, data []byte, seed uint64, flags byte) {
+		cfg := Config{Role: RoleServer}
+		if flags&1 != 0 {
+			cfg.Role = RoleClient
+		}
+		if flags&2 != 0 {
+			cfg.Deflate = &DeflateParams{ClientNoContextTakeover: flags&8 == 0, ServerNoContextTakeover: flags&8 == 0}
+		}
+		if flags&4 != 0 {
+			cfg.MaxFrameSize = 200
+			cfg.MaxMessageSize = 300
+		}
+		whole := NewProtocol(cfg)
+		want := feed(t, whole, data, nil)
+		rng := rand.New(rand.NewPCG(seed, seed>>7))
+		chunked := NewProtocol(cfg)
+		got := feed(t, chunked, data, func() int { return 1 + rng.IntN(1+int(seed%64)) })
+		if len(got.events) != len(want.events) {
+			t.Fatalf("chunked: %d events, whole: %d", len(got.events), len(want.events))
+		}
+		for i := range got.events {
+			if got.events[i] != want.events[i] {
+				t.Fatalf("event %d differs", i)
+			}
+		}
+		var pw, pg *ProtocolError
+		if errors.As(want.err, &pw) != errors.As(got.err, &pg) || (pw != nil && pw.Code != pg.Code) {
+			t.Fatalf("errors differ: whole %v, chunked %v", want.err, got.err)
+		}
+		if pw != nil {
+			checkPendingClose(t, "fuzz", chunked, pw.Code)
+		}
+		// The receive side must still be able to encode.
+		if _, err := chunked.AppendMessage(nil, OpText, data); err != nil && !errors.Is(err, ErrClosed) {
+			t.Fatal(err)
+		}
+	})
+}
+
+// FuzzDeflate inflates arbitrary data as the payload of a compressed
+// message under a size limit and compares with a fresh klauspost inflater
+// (the Protocol inflates with the standard library's).
+func FuzzDeflate(f *testing.F) {
+	f.Add([]byte("\xf2\x48\xcd\xc9\xc9\x07\x00"), uint16(100), false)
+	f.Add([]byte("\x00\x05\x00\xfa\xffHello\x00"), uint16(3), true)
+	f.Fuzz(func(t *testing.T, data []byte, limit uint16, text bool) {
+		op := OpBinary
+		if text {
+			op = OpText
+		}
+		wire := frame(true, 4, op, nil, data)
+		p := NewProtocol(Config{Role: RoleClient, Deflate: &DeflateParams{}, MaxMessageSize: int64(limit) + 1, MaxFrameSize: -1})
+		res := feed(t, p, wire, nil)
+
+		ref, rerr := io.ReadAll(io.LimitReader(flate.NewReader(io.MultiReader(bytes.NewReader(data), bytes.NewReader(deflateTail))), int64(limit)+2))
+		var pe *ProtocolError
+		switch {
+		case len(ref) > int(limit)+1:
+			// Which is detected first, the limit or corrupt data further
+			// on, depends on the inflater's read-ahead.
+			if !errors.As(res.err, &pe) || (pe.Code != StatusMessageTooBig && pe.Code != StatusInvalidFramePayloadData) {
+				t.Fatalf("reference exceeds limit, got %v", res.err)
+			}
+		case rerr != nil:
+			if !errors.As(res.err, &pe) {
+				t.Fatalf("reference error %v, got none", rerr)
+			}
+		case text && !validUTF8(ref):
+			if !errors.As(res.err, &pe) || pe.Code != StatusInvalidFramePayloadData {
+				t.Fatalf("invalid text, got %v", res.err)
+			}
+		default:
+			if res.err != nil {
+				t.Fatalf("reference ok (%d bytes), got %v", len(ref), res.err)
+			}
+			if len(res.events) != 1 || res.events[0].Data != string(ref) {
+				t.Fatal("inflated data differs")
+			}
+		}
+	})
+}
