@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/klauspost/compress/flate"
 )
@@ -136,6 +137,30 @@ func FuzzDeflate(f *testing.F) {
 			if len(res.events) != 1 || res.events[0].Data != string(ref) {
 				t.Fatal("inflated data differs")
 			}
+		}
+	})
+}
+
+// FuzzUTF8 checks the incremental validator against unicode/utf8 and the
+// reference fail-fast position over random splits.
+func FuzzUTF8(f *testing.F) {
+	for _, s := range utf8Samples {
+		f.Add([]byte(s), uint64(len(s)))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, seed uint64) {
+		if len(data) > 4096 {
+			return
+		}
+		rng := rand.New(rand.NewPCG(seed, 0))
+		at, complete := validateSplit(rng, data, 1+int(seed%32))
+		if want := refFirstInvalid(data); at != want {
+			t.Fatalf("failed after %d bytes, want %d", at, want)
+		}
+		if at == -1 && complete != utf8.Valid(data) {
+			t.Fatalf("complete=%v, utf8.Valid=%v", complete, utf8.Valid(data))
+		}
+		if validUTF8(data) != utf8.Valid(data) {
+			t.Fatal("validUTF8 differs from utf8.Valid")
 		}
 	})
 }

@@ -120,56 +120,61 @@ func (v *UTF8Validator) Write(p []byte) bool {
 	return true
 }
 
-// validPrefix checks p from its start. It returns ok == false if p holds
+// validPrefix checks b from its start. It returns ok == false if b holds
 // an invalid sequence; otherwise i is the offset of an incomplete but so
-// far valid multi-byte sequence at the end of p, or len(p).
-func validPrefix(p []byte) (i int, ok bool) {
-	n := len(p)
-	for i < n {
-		// Skip ASCII 16 bytes at a time; after a block that is not all
-		// ASCII, check the next 16 bytes one by one before trying again,
-		// so that mixed text does not pay for failed word checks.
-		for q := p[i:]; len(q) >= 16; q = q[16:] {
-			if (binary.LittleEndian.Uint64(q)|binary.LittleEndian.Uint64(q[8:16]))&asciiMask != 0 {
-				break
-			}
-			i += 16
-		}
-		end := min(i+16, n)
-		for i < end {
-			c := p[i]
-			if c < 0x80 {
-				i++
-				continue
-			}
-			x := utf8First[c]
-			size := int(x & 7)
-			if size == 0 {
-				return i, false
-			}
-			if size > n-i {
-				// Incomplete sequence at the end: the caller checks it.
-				return i, validTail(p[i:])
-			}
-			ar := acceptRanges[x>>4]
-			if c1 := p[i+1]; c1 < ar.lo || c1 > ar.hi {
-				return i, false
-			}
-			if size > 2 {
-				if c2 := p[i+2]; c2 < 0x80 || c2 > 0xBF {
-					return i, false
-				}
-				if size > 3 {
-					if c3 := p[i+3]; c3 < 0x80 || c3 > 0xBF {
-						return i, false
+// far valid multi-byte sequence at the end of b, or len(b).
+func validPrefix(b []byte) (i int, ok bool) {
+	p := b[:len(b):len(b)]
+	for len(p) > 0 {
+		c := p[0]
+		if c < 0x80 {
+			p = p[1:]
+			// ASCII fast path: after one ASCII byte, try 8, then 16,
+			// then 32 bytes at a time, so that runs of ASCII are cheap
+			// and isolated ASCII bytes in other text cost one check.
+			if len(p) > 8 && le64(p)&asciiMask == 0 {
+				p = p[8:]
+				if len(p) > 16 && (le64(p)|le64(p[8:]))&asciiMask == 0 {
+					p = p[16:]
+					for len(p) > 32 && (le64(p)|le64(p[8:])|le64(p[16:])|le64(p[24:]))&asciiMask == 0 {
+						p = p[32:]
 					}
 				}
 			}
-			i += size
+			continue
+		}
+		x := utf8First[c]
+		size := int(x & 7)
+		ar := acceptRanges[x>>4]
+		if size > len(p) {
+			// A sequence that continues past the end (size >= 2 here,
+			// or invalid): the caller keeps the state.
+			return len(b) - len(p), size != 0 && validTail(p)
+		}
+		switch size {
+		case 2:
+			if p[1] < ar.lo || ar.hi < p[1] {
+				return len(b) - len(p), false
+			}
+			p = p[2:]
+		case 3:
+			if p[1] < ar.lo || ar.hi < p[1] || p[2] < 0x80 || 0xBF < p[2] {
+				return len(b) - len(p), false
+			}
+			p = p[3:]
+		case 4:
+			if p[1] < ar.lo || ar.hi < p[1] || p[2] < 0x80 || 0xBF < p[2] || p[3] < 0x80 || 0xBF < p[3] {
+				return len(b) - len(p), false
+			}
+			p = p[4:]
+		default:
+			return len(b) - len(p), false
 		}
 	}
-	return i, true
+	return len(b), true
 }
+
+func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
 
 // validTail reports whether t, shorter than the sequence its first byte
 // starts, is a valid beginning of that sequence.
