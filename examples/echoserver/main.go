@@ -22,24 +22,30 @@ func main() {
 	compress := flag.Bool("deflate", true, "offer permessage-deflate")
 	flag.Parse()
 
+	http.Handle("/", newHandler(*maxSize, *compress))
+	log.Printf("echoserver listening on ws://%s/", *addr)
+	log.Fatal(http.ListenAndServe(*addr, nil))
+}
+
+// newHandler returns the echo handler: every origin is accepted, deflate is
+// offered when compress is set, and messages up to maxSize bytes are taken.
+func newHandler(maxSize int64, compress bool) http.Handler {
 	opts := &ws.AcceptOptions{
 		CheckOrigin:       func(*http.Request) bool { return true },
-		EnableCompression: *compress,
+		EnableCompression: compress,
 		// The conformance suite sends compressed messages with context
 		// takeover; accept them.
 		AllowClientContextTakeover: true,
-		MaxMessageSize:             *maxSize,
-		MaxFrameSize:               *maxSize,
+		MaxMessageSize:             maxSize,
+		MaxFrameSize:               maxSize,
 	}
-	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := ws.Accept(w, r, opts)
 		if err != nil {
 			return
 		}
 		echo(c)
 	})
-	log.Printf("echoserver listening on ws://%s/", *addr)
-	log.Fatal(http.ListenAndServe(*addr, nil))
 }
 
 // echo sends every message back until the peer closes.
