@@ -66,7 +66,8 @@ type Conn struct {
 
 	// Write side: wmu serialises every frame written to nc.
 	wmu         sync.Mutex
-	wbuf        []byte
+	wbuf        []byte  // encode buffer, from writeBufPool while wmu is held
+	wbufp       *[]byte // the pool's handle of wbuf
 	bufs        net.Buffers
 	writeErr    error // sticky: a failed or partial write leaves the stream unusable
 	ctrlMu      sync.Mutex
@@ -470,7 +471,7 @@ func (c *Conn) WriteMessage(ctx context.Context, op Opcode, p []byte) error {
 	if err != nil {
 		return err
 	}
-	c.wmu.Lock()
+	c.lockWrite()
 	defer c.unlockWrite()
 	if err := c.writable(); err != nil {
 		return stop(err)
@@ -509,7 +510,7 @@ func (c *Conn) WritePreparedBatch(ms []*PreparedMessage) error {
 		}
 		return nil
 	}
-	c.wmu.Lock()
+	c.lockWrite()
 	defer c.unlockWrite()
 	if err := c.writable(); err != nil {
 		return err
@@ -562,7 +563,7 @@ func (c *Conn) Ping(ctx context.Context, payload []byte) error {
 	if err != nil {
 		return err
 	}
-	c.wmu.Lock()
+	c.lockWrite()
 	err = c.writable()
 	if err == nil {
 		c.pmu.Lock()
@@ -599,9 +600,51 @@ func (c *Conn) queuePong(payload []byte) {
 	c.pmu.Unlock()
 	c.ctrlPending.Store(true)
 	c.ctrlMu.Unlock()
-	if c.wmu.TryLock() {
+	if c.tryLockWrite() {
 		c.unlockWrite()
 	}
+}
+
+// writeBufPool holds encode buffers, so that a connection holds one only
+// while it writes: idle connections cost no write buffer.
+var writeBufPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, 4096)
+	return &b
+}}
+
+// maxPooledWriteBuf is the largest buffer returned to writeBufPool; a larger
+// one, grown for a large message, is left to the garbage collector.
+const maxPooledWriteBuf = 4<<20 + MaxHeaderSize
+
+// lockWrite takes the write lock and an encode buffer.
+func (c *Conn) lockWrite() {
+	c.wmu.Lock()
+	c.takeWbuf()
+}
+
+func (c *Conn) tryLockWrite() bool {
+	if !c.wmu.TryLock() {
+		return false
+	}
+	c.takeWbuf()
+	return true
+}
+
+func (c *Conn) takeWbuf() {
+	c.wbufp = writeBufPool.Get().(*[]byte)
+	c.wbuf = (*c.wbufp)[:0]
+}
+
+// releaseWbuf returns the encode buffer to the pool; the caller holds wmu.
+func (c *Conn) releaseWbuf() {
+	if c.wbufp == nil {
+		return
+	}
+	if cap(c.wbuf) <= maxPooledWriteBuf {
+		*c.wbufp = c.wbuf[:0]
+		writeBufPool.Put(c.wbufp)
+	}
+	c.wbuf, c.wbufp = nil, nil
 }
 
 // unlockWrite releases the write lock after sending any control frame that
@@ -618,8 +661,9 @@ func (c *Conn) unlockWrite() {
 				c.writeLocked(c.wbuf)
 			}
 		}
+		c.releaseWbuf()
 		c.wmu.Unlock()
-		if !c.ctrlPending.Load() || !c.wmu.TryLock() {
+		if !c.ctrlPending.Load() || !c.tryLockWrite() {
 			return
 		}
 	}
@@ -735,7 +779,7 @@ func (c *Conn) writeClose(appendClose func([]byte) ([]byte, error)) error {
 	if c.closeSent.Swap(true) {
 		return ErrClosed
 	}
-	c.wmu.Lock()
+	c.lockWrite()
 	defer c.unlockWrite()
 	if c.writeErr != nil {
 		return c.writeErr

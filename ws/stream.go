@@ -17,19 +17,26 @@ func (c *Conn) Writer(ctx context.Context, op Opcode) (io.WriteCloser, error) {
 	if op != OpText && op != OpBinary {
 		return nil, fmt.Errorf("ws: Writer: opcode %v is not a data opcode", op)
 	}
-	c.wmu.Lock()
+	c.lockWrite()
 	if err := c.writable(); err != nil {
 		c.unlockWrite()
 		return nil, err
 	}
-	return &messageWriter{c: c, ctx: ctx, op: op, buf: make([]byte, 0, c.wbufSize)}, nil
+	bp := writeBufPool.Get().(*[]byte)
+	buf := *bp
+	if cap(buf) < c.wbufSize {
+		buf = make([]byte, 0, c.wbufSize)
+	}
+	return &messageWriter{c: c, ctx: ctx, op: op, buf: buf[:0], limit: c.wbufSize, bufp: bp}, nil
 }
 
 type messageWriter struct {
 	c      *Conn
 	ctx    context.Context
-	op     Opcode // the opcode of the next frame: op, then OpContinuation
-	buf    []byte
+	op     Opcode  // the opcode of the next frame: op, then OpContinuation
+	buf    []byte  // the frame being filled, at most limit bytes
+	limit  int     // the write buffer size: the payload of one frame
+	bufp   *[]byte // the pool's handle of buf
 	closed bool
 	err    error
 }
@@ -43,7 +50,7 @@ func (w *messageWriter) Write(p []byte) (int, error) {
 	}
 	n := 0
 	for len(p) > 0 {
-		room := cap(w.buf) - len(w.buf)
+		room := w.limit - len(w.buf)
 		if room == 0 {
 			if err := w.flush(false); err != nil {
 				return n, err
@@ -68,6 +75,11 @@ func (w *messageWriter) Close() error {
 		err = w.flush(true)
 	}
 	w.closed = true
+	if cap(w.buf) <= maxPooledWriteBuf {
+		*w.bufp = w.buf[:0]
+		writeBufPool.Put(w.bufp)
+	}
+	w.buf, w.bufp = nil, nil
 	w.c.unlockWrite()
 	return err
 }
