@@ -1,0 +1,25 @@
+// Package bench holds the load generators behind `ovbus bench` and `ovbus
+// loadtest`, and their reports.
+//
+// RunFanout is the OVOS message-bus benchmark (spec §10): M subscribers and
+// one sender connect and take their greeting, warm-up messages go round,
+// then the sender sends N messages back to back (or at a fixed rate), each
+// carrying its send time and a sequence number in an OVOS-shaped JSON
+// message, and every subscriber records receive − send. The client is built
+// to stay out of the way: it reads with large buffers through package ws,
+// takes the two numbers it needs with a byte scan instead of decoding JSON,
+// allocates nothing per message, and reports the share of a core it used so
+// that a client-bound figure is marked as a floor.
+//
+// RunLoad is an echo load test in the manner of ws-tool's load_test: C
+// connections, a payload size, a count or a duration, and a window of
+// messages in flight per connection.
+//
+// FanoutSuite and LoadSuite run scenarios against several servers, repeated
+// and interleaved (Schedule), and produce a Report: a table (text or
+// markdown), JSON, headline ratios of the first server to the best other
+// one, and an SVG chart (WriteSVG). The statistics follow the upstream
+// benchmark's definitions; they live in package bench/stats.
+//
+// Nothing here asserts a speed: the tests check that every count adds up.
+package bench

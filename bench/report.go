@@ -1,0 +1,703 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ovbus/ovbus/bench/stats"
+)
+
+// Report kinds.
+const (
+	KindFanout = "fanout"
+	KindLoad   = "loadtest"
+)
+
+// Report is what a bench or loadtest invocation prints: every run of every
+// scenario and target, their summaries over repeats, and the headline ratios
+// of the first target (the subject) to the best other one. It is also the
+// --json output.
+type Report struct {
+	Kind     string         `json:"kind"`
+	Date     string         `json:"date"`
+	Machine  Machine        `json:"machine"`
+	Command  string         `json:"command,omitempty"`
+	Settings map[string]any `json:"settings"`
+	Repeat   int            `json:"repeat"`
+	// Series holds one entry per scenario and target, in scenario order
+	// and, within a scenario, target order.
+	Series   []*Series  `json:"results"`
+	Headline []Headline `json:"headline,omitempty"`
+	Notes    []string   `json:"notes,omitempty"`
+}
+
+// Series is every run of one scenario against one target.
+type Series struct {
+	Scenario  string `json:"scenario"`
+	Bus       string `json:"bus"`
+	URL       string `json:"url"`
+	ServerPID int    `json:"server_pid,omitempty"`
+	// Summary has, for every metric, its median, minimum, maximum and sum
+	// over the runs that took place.
+	Summary map[string]Spread `json:"summary"`
+	// Runs holds every run's metrics (see FanoutMetrics and LoadMetrics).
+	Runs []map[string]float64 `json:"runs"`
+	// Failed counts runs that could not take place at all (Errors says
+	// why).
+	Failed int      `json:"failed_runs"`
+	Errors []string `json:"errors,omitempty"`
+}
+
+// Spread summarises one metric over repeated runs.
+type Spread struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+	Sum    float64 `json:"sum"`
+	N      int     `json:"n"`
+}
+
+// Headline compares the subject (the first target) with the best other
+// target on one metric in one scenario.
+type Headline struct {
+	Scenario string  `json:"scenario"`
+	Metric   string  `json:"metric"`
+	Subject  string  `json:"subject"`
+	Value    float64 `json:"value"`
+	BestPeer string  `json:"best_peer"`
+	Peer     float64 `json:"peer_value"`
+	// Ratio is Value ÷ Peer; Ahead says whether the subject is better
+	// (a higher throughput, a lower latency or CPU time).
+	Ratio float64 `json:"ratio"`
+	Ahead bool    `json:"ahead"`
+}
+
+// Machine describes where the benchmark ran.
+type Machine struct {
+	CPUs      int     `json:"cpus"`
+	CPUModel  string  `json:"cpu_model"`
+	GoVersion string  `json:"go_version"`
+	OS        string  `json:"os"`
+	Kernel    string  `json:"kernel,omitempty"`
+	LoadAvg   float64 `json:"loadavg_1m_at_start"`
+}
+
+// ThisMachine describes the machine the process runs on.
+func ThisMachine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Sscanf(string(b), "%g", &m.LoadAvg)
+	}
+	return m
+}
+
+// NewReport starts a report of the given kind.
+func NewReport(kind string, repeat int, settings map[string]any) *Report {
+	return &Report{
+		Kind:     kind,
+		Date:     time.Now().Format(time.RFC3339),
+		Machine:  ThisMachine(),
+		Settings: settings,
+		Repeat:   repeat,
+	}
+}
+
+// SeriesFor returns the series of scenario × target, creating it.
+func (r *Report) SeriesFor(scenario string, t Target) *Series {
+	for _, s := range r.Series {
+		if s.Scenario == scenario && s.Bus == t.Name {
+			return s
+		}
+	}
+	s := &Series{Scenario: scenario, Bus: t.Name, URL: t.URL, ServerPID: max(t.PID, 0)}
+	r.Series = append(r.Series, s)
+	return s
+}
+
+// Add records one run's metrics.
+func (s *Series) Add(m map[string]float64) { s.Runs = append(s.Runs, m) }
+
+// Fail records a run that could not take place.
+func (s *Series) Fail(err error) {
+	s.Failed++
+	msg := err.Error()
+	if !slices.Contains(s.Errors, msg) && len(s.Errors) < 5 {
+		s.Errors = append(s.Errors, msg)
+	}
+}
+
+// FanoutMetrics flattens a fan-out result into the report's metrics:
+// latencies in milliseconds, CPU time per delivery in microseconds.
+func FanoutMetrics(r *FanoutResult) map[string]float64 {
+	m := map[string]float64{
+		"clients":                    float64(r.Clients),
+		"messages":                   float64(r.Messages),
+		"size":                       float64(r.Size),
+		"rate":                       r.Rate,
+		"expected":                   float64(r.Expected),
+		"delivered":                  float64(r.Delivered),
+		"dropped":                    float64(r.Dropped),
+		"out_of_order":               float64(r.OutOfOrder),
+		"duplicates":                 float64(r.Duplicates),
+		"conn_errors":                float64(r.ConnErrors),
+		"timeouts":                   float64(r.Timeouts),
+		"warmup_ms":                  ms(r.WarmupWait),
+		"not_warm":                   float64(r.NotWarm),
+		"elapsed_ms":                 ms(r.Elapsed),
+		"send_ms":                    ms(r.SendTime),
+		"deliveries_per_sec":         r.DeliveriesPerSec,
+		"latency_min_ms":             ms(r.Latency.Min),
+		"latency_p50_ms":             ms(r.Latency.Median),
+		"latency_p95_ms":             ms(r.Latency.P95),
+		"latency_p99_ms":             ms(r.Latency.P99),
+		"latency_max_ms":             ms(r.Latency.Max),
+		"client_cpu_ms":              ms(r.ClientCPU),
+		"client_cpu_cores":           r.ClientCores,
+		"client_cpu_us_per_delivery": us(r.ClientCPUPerDelivery()),
+		"client_bound":               b2f(r.ClientBound),
+	}
+	if r.ServerCPUOK {
+		m["server_cpu_ms"] = ms(r.ServerCPU)
+		m["server_cpu_us_per_delivery"] = us(r.ServerCPUPerDelivery())
+	}
+	return m
+}
+
+// LoadMetrics flattens an echo load result into the report's metrics.
+func LoadMetrics(r *LoadResult) map[string]float64 {
+	m := map[string]float64{
+		"conns":                 float64(r.Conns),
+		"payload":               float64(r.Payload),
+		"window":                float64(r.Window),
+		"count":                 float64(r.Count),
+		"duration_s":            r.Duration.Seconds(),
+		"sent":                  float64(r.Sent),
+		"received":              float64(r.Received),
+		"mismatched":            float64(r.Mismatched),
+		"conn_errors":           float64(r.ConnErrors),
+		"timeouts":              float64(r.Timeouts),
+		"elapsed_ms":            ms(r.Elapsed),
+		"msg_per_sec":           r.MsgPerSec,
+		"mb_per_sec":            r.MBPerSec,
+		"rtt_min_ms":            ms(r.RTT.Min),
+		"rtt_p50_ms":            ms(r.RTT.Median),
+		"rtt_p95_ms":            ms(r.RTT.P95),
+		"rtt_p99_ms":            ms(r.RTT.P99),
+		"rtt_max_ms":            ms(r.RTT.Max),
+		"client_cpu_ms":         ms(r.ClientCPU),
+		"client_cpu_cores":      r.ClientCores,
+		"client_cpu_us_per_msg": us(r.ClientCPUPerMessage()),
+		"client_bound":          b2f(r.ClientBound),
+	}
+	if r.ServerCPUOK {
+		m["server_cpu_ms"] = ms(r.ServerCPU)
+		m["server_cpu_us_per_msg"] = us(r.ServerCPUPerMessage())
+	}
+	return m
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+func us(d time.Duration) float64 { return float64(d) / 1e3 }
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Finish computes the summaries, the headline and the notes.
+func (r *Report) Finish() {
+	for _, s := range r.Series {
+		s.Summary = summarize(s.Runs)
+	}
+	r.Headline = r.headline()
+	r.Notes = r.notes()
+}
+
+func summarize(runs []map[string]float64) map[string]Spread {
+	keys := map[string]bool{}
+	for _, m := range runs {
+		for k := range m {
+			keys[k] = true
+		}
+	}
+	out := make(map[string]Spread, len(keys))
+	for k := range keys {
+		var xs []float64
+		sum := 0.0
+		for _, m := range runs {
+			if v, ok := m[k]; ok {
+				xs = append(xs, v)
+				sum += v
+			}
+		}
+		sp := stats.SummarizeRepeats(xs)
+		out[k] = Spread{Median: sp.Median, Min: sp.Min, Max: sp.Max, Sum: sum, N: sp.N}
+	}
+	return out
+}
+
+// headlineMetrics are the goals of the comparison: higher throughput, lower
+// p99 and lower server CPU time per delivery (or per echo).
+func (r *Report) headlineMetrics() []struct {
+	key    string
+	higher bool
+} {
+	type hm = struct {
+		key    string
+		higher bool
+	}
+	if r.Kind == KindLoad {
+		return []hm{{"msg_per_sec", true}, {"rtt_p99_ms", false}, {"server_cpu_us_per_msg", false}}
+	}
+	return []hm{{"deliveries_per_sec", true}, {"latency_p99_ms", false}, {"server_cpu_us_per_delivery", false}}
+}
+
+// Scenarios returns the scenario names in order of first appearance.
+func (r *Report) Scenarios() []string {
+	var out []string
+	for _, s := range r.Series {
+		if !slices.Contains(out, s.Scenario) {
+			out = append(out, s.Scenario)
+		}
+	}
+	return out
+}
+
+// Buses returns the target names in order of first appearance.
+func (r *Report) Buses() []string {
+	var out []string
+	for _, s := range r.Series {
+		if !slices.Contains(out, s.Bus) {
+			out = append(out, s.Bus)
+		}
+	}
+	return out
+}
+
+func (r *Report) headline() []Headline {
+	buses := r.Buses()
+	if len(buses) < 2 {
+		return nil
+	}
+	subject := buses[0]
+	var out []Headline
+	for _, sc := range r.Scenarios() {
+		var subj *Series
+		var peers []*Series
+		for _, s := range r.Series {
+			if s.Scenario != sc {
+				continue
+			}
+			if s.Bus == subject {
+				subj = s
+			} else {
+				peers = append(peers, s)
+			}
+		}
+		if subj == nil {
+			continue
+		}
+		for _, hm := range r.headlineMetrics() {
+			v, ok := subj.Summary[hm.key]
+			if !ok || v.N == 0 {
+				continue
+			}
+			best := (*Series)(nil)
+			bestV := 0.0
+			for _, p := range peers {
+				pv, ok := p.Summary[hm.key]
+				if !ok || pv.N == 0 || !p.valid() {
+					continue
+				}
+				if best == nil || (hm.higher && pv.Median > bestV) || (!hm.higher && pv.Median < bestV) {
+					best, bestV = p, pv.Median
+				}
+			}
+			if best == nil {
+				continue
+			}
+			h := Headline{Scenario: sc, Metric: hm.key, Subject: subject, Value: v.Median, BestPeer: best.Bus, Peer: bestV}
+			if bestV != 0 {
+				h.Ratio = v.Median / bestV
+			}
+			if hm.higher {
+				h.Ahead = v.Median > bestV
+			} else {
+				h.Ahead = v.Median < bestV
+			}
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// valid reports whether a series is fit to be compared: it delivered
+// everything in every run. A peer that dropped messages is not the "best"
+// on throughput or latency, whatever its figures.
+func (s *Series) valid() bool {
+	if len(s.Runs) == 0 {
+		return false
+	}
+	for _, k := range []string{"dropped", "conn_errors", "mismatched", "timeouts"} {
+		if sp, ok := s.Summary[k]; ok && sp.Sum > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *Report) notes() []string {
+	var notes []string
+	bound := 0
+	runs := 0
+	var spreads []float64
+	thr := "deliveries_per_sec"
+	if r.Kind == KindLoad {
+		thr = "msg_per_sec"
+	}
+	for _, s := range r.Series {
+		runs += len(s.Runs)
+		bound += int(s.Summary["client_bound"].Sum)
+		if sp, ok := s.Summary[thr]; ok && sp.N > 1 && sp.Median > 0 {
+			spreads = append(spreads, (sp.Max-sp.Min)/sp.Median)
+		}
+		if s.Failed > 0 {
+			notes = append(notes, fmt.Sprintf("%s %s: %d of %d runs failed: %s", s.Bus, s.Scenario, s.Failed, s.Failed+len(s.Runs), strings.Join(s.Errors, "; ")))
+		}
+		if !s.valid() && len(s.Runs) > 0 {
+			var what []string
+			for _, k := range []string{"dropped", "mismatched", "conn_errors", "timeouts", "not_warm"} {
+				sp := s.Summary[k]
+				if sp.Sum == 0 {
+					continue
+				}
+				bad := 0
+				for _, m := range s.Runs {
+					if m[k] > 0 {
+						bad++
+					}
+				}
+				what = append(what, fmt.Sprintf("%s %.0f in %d of %d runs", strings.ReplaceAll(k, "_", " "), sp.Sum, bad, len(s.Runs)))
+			}
+			notes = append(notes, fmt.Sprintf("%s %s: lost messages or connections (%s): left out of the headline", s.Bus, s.Scenario, strings.Join(what, ", ")))
+		}
+	}
+	if bound > 0 {
+		notes = append(notes, fmt.Sprintf("client-bound in %d of %d runs: the client used more than %.0f%% of a core, so those throughput figures are a floor", bound, runs, ClientBoundShare*100))
+	}
+	if len(spreads) > 0 {
+		slices.Sort(spreads)
+		notes = append(notes, fmt.Sprintf("noise: throughput (max−min)/median over repeats is %.0f%% in the median series, %.0f%% at worst", 100*stats.Median(spreads), 100*spreads[len(spreads)-1]))
+	}
+	if r.Machine.CPUs <= 2 {
+		notes = append(notes, fmt.Sprintf("%d CPUs: client and server share them, so every figure includes the client's load", r.Machine.CPUs))
+	}
+	return notes
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// column is one column of the result table.
+type column struct {
+	title string
+	cell  func(s *Series, best map[string]float64) string
+}
+
+func (r *Report) columns(markdown bool) []column {
+	med := func(s *Series, k string) (float64, bool) {
+		sp, ok := s.Summary[k]
+		return sp.Median, ok && sp.N > 0
+	}
+	rateCol := func(title, k string) column {
+		return column{title, func(s *Series, best map[string]float64) string {
+			sp, ok := s.Summary[k]
+			if !ok || sp.N == 0 {
+				return "–"
+			}
+			str := FormatRate(sp.Median)
+			if sp.N > 1 {
+				str += fmt.Sprintf(" (%s–%s)", FormatRate(sp.Min), FormatRate(sp.Max))
+			}
+			if b := best[k]; b > 0 && len(r.Buses()) > 1 {
+				str += fmt.Sprintf(" ×%.2f", sp.Median/b)
+			}
+			if markdown && best[k] == sp.Median && len(r.Buses()) > 1 && s.valid() {
+				str = "**" + str + "**"
+			}
+			return str
+		}}
+	}
+	latCol := func(title, k string) column {
+		return column{title, func(s *Series, _ map[string]float64) string {
+			v, ok := med(s, k)
+			if !ok {
+				return "–"
+			}
+			return FormatMillis(v)
+		}}
+	}
+	sumCol := func(title string, keys ...string) column {
+		return column{title, func(s *Series, _ map[string]float64) string {
+			t := 0.0
+			for _, k := range keys {
+				t += s.Summary[k].Sum
+			}
+			str := fmt.Sprintf("%.0f", t)
+			if s.Failed > 0 {
+				str += fmt.Sprintf(" +%d failed", s.Failed)
+			}
+			return str
+		}}
+	}
+	cpuCol := func(title, k string) column {
+		return column{title, func(s *Series, _ map[string]float64) string {
+			v, ok := med(s, k)
+			if !ok {
+				return "–"
+			}
+			return fmt.Sprintf("%.2f", v)
+		}}
+	}
+	coresCol := column{"client CPU", func(s *Series, _ map[string]float64) string {
+		v, ok := med(s, "client_cpu_cores")
+		if !ok {
+			return "–"
+		}
+		str := fmt.Sprintf("%.0f%%", 100*v)
+		if s.Summary["client_bound"].Sum > 0 {
+			str += "!"
+		}
+		return str
+	}}
+	if r.Kind == KindLoad {
+		return []column{
+			rateCol("msg/s", "msg_per_sec"),
+			{"MB/s", func(s *Series, _ map[string]float64) string {
+				v, ok := med(s, "mb_per_sec")
+				if !ok {
+					return "–"
+				}
+				return fmt.Sprintf("%.1f", v)
+			}},
+			latCol("RTT p50", "rtt_p50_ms"), latCol("p95", "rtt_p95_ms"), latCol("p99", "rtt_p99_ms"), latCol("max", "rtt_max_ms"),
+			sumCol("errors", "conn_errors", "timeouts", "mismatched"),
+			coresCol,
+			cpuCol("server µs/msg", "server_cpu_us_per_msg"),
+			cpuCol("client µs/msg", "client_cpu_us_per_msg"),
+		}
+	}
+	return []column{
+		rateCol("deliveries/s", "deliveries_per_sec"),
+		latCol("p50", "latency_p50_ms"), latCol("p95", "latency_p95_ms"), latCol("p99", "latency_p99_ms"), latCol("max", "latency_max_ms"),
+		sumCol("dropped", "dropped"), sumCol("errors", "conn_errors"), sumCol("out of order", "out_of_order"),
+		coresCol,
+		cpuCol("server µs/delivery", "server_cpu_us_per_delivery"),
+		cpuCol("client µs/delivery", "client_cpu_us_per_delivery"),
+	}
+}
+
+// bestOf returns, per throughput metric, the best median in a scenario
+// among the series that lost nothing (among all when every one lost some).
+func (r *Report) bestOf(scenario string) map[string]float64 {
+	best := map[string]float64{}
+	anyValid := false
+	for _, s := range r.Series {
+		if s.Scenario == scenario && s.valid() {
+			anyValid = true
+		}
+	}
+	for _, s := range r.Series {
+		if s.Scenario != scenario || (anyValid && !s.valid()) {
+			continue
+		}
+		for _, k := range []string{"deliveries_per_sec", "msg_per_sec"} {
+			if sp, ok := s.Summary[k]; ok && sp.Median > best[k] {
+				best[k] = sp.Median
+			}
+		}
+	}
+	return best
+}
+
+// WriteText writes the table for a terminal, then the headline and notes.
+func (r *Report) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	cols := r.columns(false)
+	hdr := []string{"scenario", "bus"}
+	for _, c := range cols {
+		hdr = append(hdr, c.title)
+	}
+	fmt.Fprintln(tw, strings.Join(hdr, "\t"))
+	for _, sc := range r.Scenarios() {
+		best := r.bestOf(sc)
+		for _, s := range r.Series {
+			if s.Scenario != sc {
+				continue
+			}
+			row := []string{s.Scenario, s.Bus}
+			for _, c := range cols {
+				row = append(row, c.cell(s, best))
+			}
+			fmt.Fprintln(tw, strings.Join(row, "\t"))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	r.writeFooter(w, false)
+	return nil
+}
+
+// WriteMarkdown writes the table as GitHub markdown, then the headline and
+// notes.
+func (r *Report) WriteMarkdown(w io.Writer) error {
+	cols := r.columns(true)
+	hdr := []string{"scenario", "bus"}
+	align := []string{"---", "---"}
+	for _, c := range cols {
+		hdr = append(hdr, c.title)
+		align = append(align, "---:")
+	}
+	fmt.Fprintf(w, "| %s |\n| %s |\n", strings.Join(hdr, " | "), strings.Join(align, " | "))
+	for _, sc := range r.Scenarios() {
+		best := r.bestOf(sc)
+		for _, s := range r.Series {
+			if s.Scenario != sc {
+				continue
+			}
+			row := []string{s.Scenario, s.Bus}
+			for _, c := range cols {
+				row = append(row, c.cell(s, best))
+			}
+			fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+		}
+	}
+	r.writeFooter(w, true)
+	return nil
+}
+
+func (r *Report) writeFooter(w io.Writer, markdown bool) {
+	bullet := ""
+	if markdown {
+		bullet = "- "
+	}
+	fmt.Fprintln(w)
+	if r.Repeat > 1 {
+		fmt.Fprintf(w, "%sMedians of %d runs (min–max in brackets); ×N is the ratio to the best median in the scenario.\n", bullet, r.Repeat)
+	}
+	if r.Kind == KindFanout {
+		fmt.Fprintf(w, "%sLatency is receive − send over every delivery; dropped, errors and out of order are summed over all runs; CPU time is per delivered message.\n", bullet)
+	} else {
+		fmt.Fprintf(w, "%sRTT is echo receive − send; MB/s is echoed payload in one direction (10^6 bytes); CPU time is per echo.\n", bullet)
+	}
+	if len(r.Headline) > 0 {
+		fmt.Fprintln(w)
+		if markdown {
+			fmt.Fprintf(w, "**Headline: %s against the best other target in each scenario**\n\n", r.Headline[0].Subject)
+		} else {
+			fmt.Fprintf(w, "Headline: %s against the best other target in each scenario\n", r.Headline[0].Subject)
+		}
+		for _, h := range r.Headline {
+			mark := "behind"
+			if h.Ahead {
+				mark = "ahead"
+			}
+			fmt.Fprintf(w, "%s%s %s: ×%.2f vs %s (%s vs %s) — %s\n", bullet, h.Scenario, metricLabel(h.Metric),
+				h.Ratio, h.BestPeer, formatMetric(h.Metric, h.Value), formatMetric(h.Metric, h.Peer), mark)
+		}
+	}
+	if len(r.Notes) > 0 {
+		fmt.Fprintln(w)
+		for _, n := range r.Notes {
+			if markdown {
+				fmt.Fprintf(w, "- %s\n", n)
+			} else {
+				fmt.Fprintf(w, "note: %s\n", n)
+			}
+		}
+	}
+}
+
+func metricLabel(k string) string {
+	switch k {
+	case "deliveries_per_sec":
+		return "deliveries/s"
+	case "msg_per_sec":
+		return "msg/s"
+	case "latency_p99_ms":
+		return "p99 latency"
+	case "rtt_p99_ms":
+		return "p99 RTT"
+	case "server_cpu_us_per_delivery":
+		return "server CPU/delivery"
+	case "server_cpu_us_per_msg":
+		return "server CPU/msg"
+	}
+	return k
+}
+
+func formatMetric(k string, v float64) string {
+	switch {
+	case strings.HasSuffix(k, "_per_sec"):
+		return FormatRate(v)
+	case strings.HasSuffix(k, "_ms"):
+		return FormatMillis(v)
+	case strings.Contains(k, "_us_"):
+		return fmt.Sprintf("%.2fµs", v)
+	}
+	return fmt.Sprintf("%g", v)
+}
+
+// FormatRate formats a rate per second compactly: 950, 12.3k, 1.25M.
+func FormatRate(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case v >= 1e4:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	case v >= 1e3:
+		return fmt.Sprintf("%.2fk", v/1e3)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+// FormatMillis formats a duration given in milliseconds with a unit that
+// suits it: 850µs, 12.3ms, 1.54s.
+func FormatMillis(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "–"
+	case v >= 1000:
+		return fmt.Sprintf("%.2fs", v/1000)
+	case v >= 10:
+		return fmt.Sprintf("%.1fms", v)
+	case v >= 1:
+		return fmt.Sprintf("%.2fms", v)
+	}
+	return fmt.Sprintf("%.0fµs", v*1000)
+}

@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# bench/run.sh — measure ovbus against its peers, side by side, on 127.0.0.1.
+#
+#   bench/run.sh [--repeat N] [--peers "gorilla gws gobwas coder tornado node"]
+#                [--pairs] [--quick] [--no-fanout] [--no-loadtest] [--out DIR]
+#
+# Fan-out: starts `ovbus serve` (OVOS_BUS_PORT, configuration isolated from the
+# user's) and every peer's fan-out server (bench/peers/run-peer.sh), each its
+# own process, then runs `ovbus bench --preset seeds` comparing them, runs
+# interleaved A B C … A B C … With --pairs, each peer runs alone beside ovbus
+# instead: one comparison (and one table) per peer.
+# Echo: starts examples/echoserver and every peer's echo server (Tornado has
+# none) and runs `ovbus loadtest --preset std` the same way.
+#
+# Writes under DIR (default bench/out/run-DATE): fanout.md, fanout.json,
+# fanout.svg, loadtest.md, loadtest.json, loadtest.svg, machine.txt, the exact
+# commands in commands.txt, and the servers' logs. Every server started is
+# stopped on exit (by its pid). Each benchmark invocation is bounded by
+# `timeout` (BENCH_TIMEOUT, default 1200 s).
+#
+#   --repeat N   runs of every scenario and server (default 3)
+#   --quick      small scenarios, one repeat: a smoke test of the pipeline
+#   --peers LIST which peers (default: all six)
+#   --quiet-load X  before each benchmark, wait (up to 10 min) until the
+#                1-minute load average is below X: the machine may be shared
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
+repeat=3
+peers="gorilla gws gobwas coder tornado node"
+pairs=0 quick=0 fanout=1 loadtest=1 quiet=
+out=""
+while [[ $# -gt 0 ]]; do
+	case $1 in
+	--repeat) repeat=$2; shift 2 ;;
+	--peers) peers=$2; shift 2 ;;
+	--pairs) pairs=1; shift ;;
+	--quick) quick=1; repeat=1; shift ;;
+	--no-fanout) fanout=0; shift ;;
+	--no-loadtest) loadtest=0; shift ;;
+	--out) out=$2; shift 2 ;;
+	--quiet-load) quiet=$2; shift 2 ;;
+	-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+	*) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+	esac
+done
+out=${out:-$root/bench/out/run-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$out/logs"
+out=$(cd "$out" && pwd)
+limit=${BENCH_TIMEOUT:-1200}
+host=127.0.0.1
+
+log() { echo "run.sh: $*" >&2; }
+
+# Every pid we start, stopped on exit.
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do
+		kill "$p" 2>/dev/null || true
+	done
+	for p in "${pids[@]}"; do
+		for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$p" 2>/dev/null || true
+	done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+stop() { # stop one server started here
+	kill "$1" 2>/dev/null || true
+	for _ in $(seq 1 50); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+}
+
+wait_port() { # wait_port PORT PID NAME
+	for _ in $(seq 1 200); do
+		kill -0 "$2" 2>/dev/null || { log "$3 exited; see $out/logs"; return 1; }
+		if (exec 3<>"/dev/tcp/$host/$1") 2>/dev/null; then return 0; fi
+		sleep 0.1
+	done
+	log "$3 did not listen on $1 within 20 s"
+	return 1
+}
+
+wait_quiet() { # wait until the 1-minute load average is below $quiet
+	[[ -z $quiet ]] && return 0
+	for _ in $(seq 1 120); do
+		if awk -v q="$quiet" '{ exit !($1 < q) }' /proc/loadavg; then return 0; fi
+		sleep 5
+	done
+	log "load average still $(cut -d' ' -f1 /proc/loadavg) after 10 min: running anyway"
+}
+
+port_free() {
+	if (exec 3<>"/dev/tcp/$host/$1") 2>/dev/null; then
+		log "port $1 is in use: stop what listens there or edit the ports in run.sh"
+		exit 1
+	fi
+}
+
+log "building ovbus and the echo server"
+(cd "$root" && go build -o "$out/ovbus" ./cmd/ovbus && go build -o "$out/echoserver" ./examples/echoserver)
+ovbus=$out/ovbus
+
+{
+	echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	echo "cpus: $(nproc)"
+	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+	echo "go: $(go version)"
+	echo "kernel: $(uname -sr)"
+	echo "loadavg: $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "commit: $(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+	command -v node >/dev/null && echo "node: $(node --version)"
+	echo "python3-tornado: $(/usr/bin/python3 -c 'import tornado; print(tornado.version)' 2>/dev/null || echo none)"
+} >"$out/machine.txt"
+: >"$out/commands.txt"
+
+start_peer() { # start_peer NAME MODE PORT -> prints pid
+	port_free "$3"
+	PEER_OUT="$out/logs" "$here/peers/run-peer.sh" "$1" "$2" "$3"
+}
+
+# ---------------------------------------------------------------- fan-out
+ovbus_port=18100
+start_ovbus() {
+	port_free $ovbus_port
+	mkdir -p "$out/xdg/config" "$out/xdg/state" "$out/xdg/data" "$out/xdg/cache"
+	# The user's mycroft.conf must not change the bus under test.
+	env XDG_CONFIG_HOME="$out/xdg/config" XDG_STATE_HOME="$out/xdg/state" \
+		XDG_DATA_HOME="$out/xdg/data" XDG_CACHE_HOME="$out/xdg/cache" XDG_CONFIG_DIRS="$out/xdg/config" \
+		MYCROFT_SYSTEM_CONFIG="$out/xdg/none.conf" \
+		OVOS_BUS_HOST=$host OVOS_BUS_PORT=$ovbus_port \
+		"$ovbus" serve --log-file "" </dev/null >"$out/logs/ovbus-serve.log" 2>&1 &
+	ovbus_pid=$!
+	pids+=("$ovbus_pid")
+	wait_port $ovbus_port "$ovbus_pid" "ovbus serve"
+}
+
+bench_cmd() { # bench_cmd NAME TARGETS... ; writes NAME.md/.json/.svg
+	local name=$1; shift
+	local args=(bench --preset seeds --repeat "$repeat")
+	if [[ $quick == 1 ]]; then args=(bench --preset 5x200,20x1000 --repeat 1); fi
+	args+=(--pause 500ms --format markdown --save-json "$out/$name.json" --plot "$out/$name.svg" --verbose "$@")
+	echo "ovbus ${args[*]}" >>"$out/commands.txt"
+	wait_quiet
+	log "ovbus ${args[*]} (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+	echo "before $name: load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
+	set +e
+	timeout --foreground "$limit" "$ovbus" "${args[@]}" >"$out/$name.md" 2>>"$out/logs/bench.log"
+	local rc=$?
+	set -e
+	echo "after $name: load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
+	if [[ $rc -gt 1 ]]; then log "$name: ovbus bench exit status $rc (see $out/logs/bench.log)"; fi
+}
+
+if [[ $fanout == 1 ]]; then
+	start_ovbus
+	subject="ovbus=ws://$host:$ovbus_port/core"
+	if [[ $pairs == 0 ]]; then
+		targets=("$subject")
+		port=18101
+		for p in $peers; do
+			pid=$(start_peer "$p" fanout $port) || { log "skipping $p"; port=$((port + 1)); continue; }
+			pids+=("$pid")
+			targets+=("$p=ws://$host:$port/core")
+			port=$((port + 1))
+		done
+		bench_cmd fanout "${targets[@]}"
+	else
+		port=18101
+		for p in $peers; do
+			pid=$(start_peer "$p" fanout $port) || { log "skipping $p"; continue; }
+			pids+=("$pid")
+			bench_cmd "fanout-$p" "$subject" "$p=ws://$host:$port/core"
+			stop "$pid"
+		done
+	fi
+	stop "$ovbus_pid"
+fi
+
+# ---------------------------------------------------------------- echo
+if [[ $loadtest == 1 ]]; then
+	echo_port=18200
+	port_free $echo_port
+	"$out/echoserver" -addr "$host:$echo_port" </dev/null >"$out/logs/echoserver.log" 2>&1 &
+	echo_pid=$!
+	pids+=("$echo_pid")
+	wait_port $echo_port "$echo_pid" echoserver
+	targets=("ovbus=ws://$host:$echo_port/")
+	port=18201
+	for p in $peers; do
+		[[ $p == tornado ]] && continue # the Tornado reference is a bus only
+		pid=$(start_peer "$p" echo $port) || { log "skipping $p"; port=$((port + 1)); continue; }
+		pids+=("$pid")
+		targets+=("$p=ws://$host:$port/core")
+		port=$((port + 1))
+	done
+	args=(loadtest --preset std --duration 2s --repeat "$repeat")
+	if [[ $quick == 1 ]]; then args=(loadtest --preset 10x1k --duration 500ms --repeat 1); fi
+	args+=(--pause 500ms --format markdown --save-json "$out/loadtest.json" --plot "$out/loadtest.svg" --verbose "${targets[@]}")
+	echo "ovbus ${args[*]}" >>"$out/commands.txt"
+	wait_quiet
+	log "ovbus ${args[*]} (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+	echo "before loadtest: load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
+	set +e
+	timeout --foreground "$limit" "$ovbus" "${args[@]}" >"$out/loadtest.md" 2>>"$out/logs/bench.log"
+	rc=$?
+	set -e
+	echo "after loadtest: load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
+	if [[ $rc -gt 1 ]]; then log "loadtest: exit status $rc (see $out/logs/bench.log)"; fi
+fi
+
+log "done: $out"
+ls "$out"

@@ -1,0 +1,394 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ovbus/ovbus/bench"
+	"github.com/ovbus/ovbus/client"
+	"github.com/ovbus/ovbus/ws"
+)
+
+func init() {
+	register("bench", "the OVOS fan-out benchmark: deliveries/s, latency, CPU; compare buses", runBench)
+}
+
+const benchSynopsis = `ovbus bench [flags] [NAME=URL ...]
+
+The fan-out benchmark of the OVOS message bus (ovos-messagebus's benchmark, with
+a client fast enough to measure a fast bus): M subscribers, then one sender,
+connect and take their greeting; after W warm-up messages the sender sends N
+messages back to back (or at --rate), each carrying its send time and a
+sequence number; every subscriber records receive − send. Reported per run:
+deliveries/s = (M·N − dropped) ÷ (first send → last delivery), latency
+min/p50/p95/p99/max, dropped, connection errors, out-of-order deliveries, and
+the CPU time of this client and of the bus process (--server-pid, or found from
+the URL's port) per delivery.
+
+Compare buses with --compare NAME=URL (repeatable, or as arguments): the runs
+are interleaved A B A B so that drift of the machine hits every bus alike, and
+the first one is the subject of the headline ratios.
+
+Examples:
+  ovbus bench --url ws://127.0.0.1:8181/core --clients 50 --messages 2000
+  ovbus bench --preset seeds --repeat 3 --compare ovbus=ws://127.0.0.1:8181/core tornado=ws://127.0.0.1:8182/core
+  ovbus bench --preset 5x200,1000x100 --json > out.json`
+
+const benchExitHelp = `
+Exit status: 0 done, nothing lost; 1 done, but messages were dropped or connections failed;
+2 bad usage; 3 no run could take place (cannot connect).
+`
+
+// benchFlagSet returns a FlagSet whose usage shows the synopsis and every
+// flag with its default, zero values included.
+func benchFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("ovbus "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: %s\n\nFlags:\n", synopsis)
+		fs.VisitAll(func(f *flag.Flag) {
+			arg, usage := flag.UnquoteUsage(f)
+			if arg != "" {
+				arg = " " + arg
+			}
+			def := f.DefValue
+			if g, ok := f.Value.(flag.Getter); ok {
+				if _, isStr := g.Get().(string); isStr || def == "" {
+					def = fmt.Sprintf("%q", def)
+				}
+			} else if def == "" {
+				def = `""`
+			}
+			fmt.Fprintf(w, "  --%s%s\n    \t%s (default %s)\n", f.Name, arg, usage, def)
+		})
+		fmt.Fprint(w, benchExitHelp)
+	}
+	return fs
+}
+
+// benchParse parses flags anywhere among the arguments; the arguments that
+// are not flags are returned. -h prints the usage on stdout.
+func benchParse(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(stdout)
+				fs.Usage()
+			}
+			return nil, err
+		}
+		rest := fs.Args()
+		consumed := len(args) - len(rest)
+		if consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// benchTargets is the repeatable --compare flag.
+type benchTargets []bench.Target
+
+func (l *benchTargets) String() string {
+	var s []string
+	for _, t := range *l {
+		s = append(s, t.Name+"="+t.URL)
+	}
+	return strings.Join(s, " ")
+}
+
+func (l *benchTargets) Set(v string) error {
+	t, err := bench.ParseTarget(v)
+	if err != nil {
+		return err
+	}
+	*l = append(*l, t)
+	return nil
+}
+
+// benchOutput are the report options shared by bench and loadtest.
+type benchOutput struct {
+	json      bool
+	format    string
+	saveJSON  string
+	saveMD    string
+	plot      string
+	verbose   bool
+	insecure  bool
+	from      string
+	repeat    int
+	pause     time.Duration
+	serverPID int
+	compare   benchTargets
+	url       string
+	name      string
+}
+
+func addBenchOutput(fs *flag.FlagSet, o *benchOutput, defaultURL string) {
+	fs.StringVar(&o.url, "url", defaultURL, "`URL` of the server under test (when --compare is not given)")
+	fs.StringVar(&o.name, "name", "ovbus", "`NAME` of the --url server in the report")
+	fs.Var(&o.compare, "compare", "`NAME=URL` of a server to compare; repeat it (or give more NAME=URL arguments); the first is the subject of the headline")
+	fs.IntVar(&o.repeat, "repeat", 1, "runs of every scenario and server; the report shows median, min and max")
+	fs.DurationVar(&o.pause, "pause", bench.DefaultPause, "pause between runs, for the servers to settle")
+	fs.IntVar(&o.serverPID, "server-pid", 0, "`PID` of the server process whose CPU time is measured (with --url); 0 finds it from the URL's port, -1 measures none")
+	fs.BoolVar(&o.json, "json", false, "print the report as JSON on stdout, nothing else (same as --format json)")
+	fs.StringVar(&o.format, "format", "text", "report format on stdout: text, markdown or json")
+	fs.StringVar(&o.saveJSON, "save-json", "", "also write the JSON report to `FILE`")
+	fs.StringVar(&o.saveMD, "save-md", "", "also write the markdown table to `FILE`")
+	fs.StringVar(&o.plot, "plot", "", "write an SVG chart of throughput and latency percentiles per server to `FILE`")
+	fs.BoolVar(&o.verbose, "verbose", false, "print one line per run on stderr")
+	fs.BoolVar(&o.insecure, "insecure", false, "wss:// without verifying the server's certificate")
+	fs.StringVar(&o.from, "from", "", "run nothing: print (and --plot, --save-md) the JSON report saved in `FILE`")
+}
+
+// targets returns the servers to measure.
+func (o *benchOutput) targets(pos []string) ([]bench.Target, error) {
+	ts := append(benchTargets(nil), o.compare...)
+	for _, p := range pos {
+		if err := ts.Set(p); err != nil {
+			return nil, err
+		}
+	}
+	if len(ts) == 0 {
+		t, err := bench.ParseTarget(o.url)
+		if err != nil {
+			return nil, fmt.Errorf("--url: %w", err)
+		}
+		t.Name = o.name
+		t.PID = o.serverPID
+		ts = append(ts, t)
+	} else if o.serverPID != 0 && len(ts) == 1 {
+		ts[0].PID = o.serverPID
+	}
+	seen := map[string]bool{}
+	for _, t := range ts {
+		if seen[t.Name] {
+			return nil, fmt.Errorf("two servers named %q", t.Name)
+		}
+		seen[t.Name] = true
+	}
+	return ts, nil
+}
+
+func (o *benchOutput) check() error {
+	if o.json {
+		o.format = "json"
+	}
+	switch o.format {
+	case "text", "markdown", "md", "json":
+	default:
+		return fmt.Errorf("--format %q: want text, markdown or json", o.format)
+	}
+	if o.repeat < 1 {
+		return fmt.Errorf("--repeat must be at least 1")
+	}
+	return nil
+}
+
+// dialOptions returns the options of every connection: nil means the
+// runner's defaults.
+func (o *benchOutput) dialOptions() *ws.DialOptions {
+	if !o.insecure {
+		return nil
+	}
+	return &ws.DialOptions{Proxy: ws.NoProxy, TLSConfig: &tls.Config{InsecureSkipVerify: true}}
+}
+
+// progress returns the terminal progress display, or nil.
+func (o *benchOutput) progress(stderr io.Writer, runs int) *bench.Progress {
+	if o.format == "json" {
+		return nil
+	}
+	return bench.NewProgress(stderr, runs)
+}
+
+// write prints the report and writes the files; it returns the exit code.
+func (o *benchOutput) write(rep *bench.Report, args []string, stdout, stderr io.Writer) int {
+	if args != nil {
+		rep.Command = "ovbus " + strings.Join(args, " ")
+	}
+	var err error
+	switch o.format {
+	case "json":
+		err = rep.WriteJSON(stdout)
+	case "markdown", "md":
+		err = rep.WriteMarkdown(stdout)
+	default:
+		err = rep.WriteText(stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	files := []struct {
+		name  string
+		write func(io.Writer) error
+	}{{o.saveJSON, rep.WriteJSON}, {o.saveMD, rep.WriteMarkdown}, {o.plot, rep.WriteSVG}}
+	for _, f := range files {
+		if f.name == "" {
+			continue
+		}
+		if err := benchWriteFile(f.name, f.write); err != nil {
+			fmt.Fprintf(stderr, "ovbus: %v\n", err)
+			return 1
+		}
+	}
+	return benchExitStatus(rep)
+}
+
+func benchWriteFile(name string, write func(io.Writer) error) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return f.Close()
+}
+
+// replay prints a saved report; it returns the exit code.
+func (o *benchOutput) replay(kind string, stdout, stderr io.Writer) int {
+	b, err := os.ReadFile(o.from)
+	if err != nil {
+		fmt.Fprintf(stderr, "ovbus: %v\n", err)
+		return 1
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		fmt.Fprintf(stderr, "ovbus: %s: %v\n", o.from, err)
+		return 1
+	}
+	if rep.Kind != kind {
+		fmt.Fprintf(stderr, "ovbus: %s is a %q report, not %q\n", o.from, rep.Kind, kind)
+		return 1
+	}
+	cmd := rep.Command
+	code := o.write(&rep, nil, stdout, stderr)
+	rep.Command = cmd
+	return code
+}
+
+// benchExitStatus is 3 when no run took place, 1 when something was lost, 0
+// otherwise.
+func benchExitStatus(rep *bench.Report) int {
+	runs, lost := 0, false
+	for _, s := range rep.Series {
+		runs += len(s.Runs)
+		if s.Failed > 0 {
+			lost = true
+		}
+		for _, k := range []string{"dropped", "conn_errors", "timeouts", "mismatched"} {
+			if s.Summary[k].Sum > 0 {
+				lost = true
+			}
+		}
+	}
+	switch {
+	case runs == 0:
+		return 3
+	case lost:
+		return 1
+	}
+	return 0
+}
+
+// benchSignalContext ends on Ctrl-C or SIGTERM; the runs in progress stop and the
+// report shows what was measured.
+func benchSignalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+func runBench(args []string, stdout, stderr io.Writer) int {
+	fs := benchFlagSet("bench", benchSynopsis, stderr)
+	var o benchOutput
+	addBenchOutput(fs, &o, client.URLFromEnv())
+	clients := fs.Int("clients", bench.DefaultClients, "subscribers (M)")
+	messages := fs.Int("messages", bench.DefaultMessages, "timed messages sent (N)")
+	size := fs.Int("size", bench.DefaultSize, "size of every message in `BYTES` (an OVOS message with a padding field)")
+	warmup := fs.Int("warmup", bench.DefaultWarmup, "warm-up messages before the timed phase (0: none)")
+	timeout := fs.Duration("timeout", bench.DefaultTimeout, "a subscriber that waits longer than this for a message ends")
+	rate := fs.Float64("rate", 0, "send at this many messages/s (open loop: latency from the scheduled send time); 0 sends back to back")
+	preset := fs.String("preset", "", "scenarios instead of --clients/--messages: seeds (5x200, 20x1000, 50x2000, 100x500, 1000x100) or a `LIST` like 5x200,20x1000")
+	noGreeting := fs.Bool("no-greeting", false, "the bus sends no greeting on connect")
+	drain := fs.Bool("drain-sender", false, "the sender reads (and discards) its own echoes; the upstream sender does not")
+	conc := fs.Int("connect-concurrency", bench.DefaultConnectConcurrency, "connections opened at once")
+	pos, err := benchParse(fs, args, stdout)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "ovbus bench: %s\n(see ovbus bench --help)\n", fmt.Sprintf(format, a...))
+		return 2
+	}
+	if err := o.check(); err != nil {
+		return usageErr("%v", err)
+	}
+	if o.from != "" {
+		return o.replay(bench.KindFanout, stdout, stderr)
+	}
+	targets, err := o.targets(pos)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	scenarios := []bench.Scenario{{Clients: *clients, Messages: *messages}}
+	if *preset != "" {
+		if scenarios, err = bench.ParseScenarios(*preset); err != nil {
+			return usageErr("--preset: %v", err)
+		}
+	}
+	switch {
+	case *clients <= 0 || *messages <= 0:
+		return usageErr("--clients and --messages must be positive")
+	case *size < 0 || *rate < 0 || *timeout <= 0:
+		return usageErr("--size and --rate must not be negative, --timeout must be positive")
+	case *warmup < 0:
+		return usageErr("--warmup must not be negative")
+	}
+	w := *warmup
+	if w == 0 {
+		w = -1 // FanoutConfig: negative is none
+	}
+
+	ctx, stop := benchSignalContext()
+	defer stop()
+	suite := bench.FanoutSuite{
+		Base: bench.FanoutConfig{
+			Size: *size, Warmup: w, Timeout: *timeout, Rate: *rate,
+			NoGreeting: *noGreeting, DrainSender: *drain, ConnectConcurrency: *conc, Dial: o.dialOptions(),
+		},
+		Scenarios: scenarios,
+		Targets:   targets,
+		Repeat:    o.repeat,
+		Pause:     o.pause,
+		Progress:  o.progress(stderr, len(scenarios)*o.repeat*len(targets)),
+	}
+	if o.verbose {
+		suite.Log = stderr
+	}
+	rep, err := suite.Run(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "ovbus bench: %v: the report shows the runs so far\n", err)
+	}
+	return o.write(rep, args, stdout, stderr)
+}
