@@ -2,6 +2,7 @@ package config
 
 import (
 	"flag"
+	"fmt"
 	"strings"
 )
 
@@ -138,8 +139,9 @@ func (v *flagValue) IsBoolFlag() bool { return v.o.kind == kindBool }
 // (--compression=false).
 func RegisterFlags(fs *flag.FlagSet) *FlagOverrides {
 	f := &FlagOverrides{}
+	def := Default()
 	for _, o := range overrides {
-		fs.Var(&flagValue{f: f, o: o}, o.flag, o.usage)
+		fs.Var(&flagValue{f: f, o: o}, o.flag, o.usage+"; "+defaultText(def, o.key)+"; env "+strings.Join(o.env, ", "))
 	}
 	return f
 }
@@ -165,4 +167,29 @@ func (f *FlagOverrides) layers() []*layer {
 		out = append(out, &layer{name: "flag", label: "flag --" + s.o.flag, tree: overrideTree(s.o, s.text)})
 	}
 	return out
+}
+
+// defaultText describes a key's built-in value for a flag's help text. A
+// flag only overrides the configuration, so the built-in value is what
+// applies when neither a file, a variable nor the flag sets the key.
+func defaultText(def *Config, key string) string {
+	if key == "log_file" {
+		return "default $XDG_STATE_HOME/<base>/bus.log"
+	}
+	v := def.value(key)
+	switch v := v.(type) {
+	case nil:
+		return "default unset"
+	case string:
+		if v == "" {
+			return "default empty"
+		}
+		return "default " + v
+	case []string:
+		if len(v) == 0 {
+			return "default empty"
+		}
+		return "default " + strings.Join(v, ",")
+	}
+	return fmt.Sprintf("default %v", v)
 }
