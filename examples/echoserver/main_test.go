@@ -41,4 +41,3 @@ func TestEchoServerLargeCompressed(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
