@@ -2,9 +2,8 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -153,36 +152,6 @@ func (r *FanoutResult) ServerCPUPerDelivery() time.Duration {
 	return perDelivery(r.ServerCPU, r.Delivered)
 }
 
-func perDelivery(d time.Duration, n int64) time.Duration {
-	if n <= 0 {
-		return 0
-	}
-	return d / time.Duration(n)
-}
-
-// errorLog keeps a count and the first few distinct messages.
-type errorLog struct {
-	mu   sync.Mutex
-	n    int
-	msgs []string
-}
-
-func (e *errorLog) add(format string, a ...any) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.n++
-	if len(e.msgs) >= 5 {
-		return
-	}
-	s := fmt.Sprintf(format, a...)
-	for _, m := range e.msgs {
-		if m == s {
-			return
-		}
-	}
-	e.msgs = append(e.msgs, s)
-}
-
 // subscriber is one receiving connection.
 type subscriber struct {
 	c       *ws.Conn
@@ -192,7 +161,6 @@ type subscriber struct {
 	last    int64        // ns since start of the last delivery
 	warm    chan struct{}
 	timeout bool
-	err     error
 }
 
 // fanoutRun is the state shared by the goroutines of one run.
@@ -218,49 +186,29 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	// Subscribers first, then the sender (spec §10); every connection
 	// takes its greeting before the next phase.
 	subs := make([]*subscriber, cfg.Clients)
-	var conns sync.Map // every open *ws.Conn, closed at the end or on cancel
-	defer func() { closeAll(&conns) }()
-	stop := context.AfterFunc(ctx, func() {
-		conns.Range(func(k, _ any) bool { k.(*ws.Conn).CloseNow(); return true })
-	})
+	var conns connSet // closed at the end or on cancel
+	defer conns.closeAll()
+	stop := conns.closeOnCancel(ctx)
 	defer stop()
 
-	sem := make(chan struct{}, cfg.ConnectConcurrency)
-	var wg sync.WaitGroup
-	for i := range subs {
-		sem <- struct{}{}
-		if ctx.Err() != nil {
-			<-sem
-			break
+	connectAll(ctx, cfg.Clients, cfg.ConnectConcurrency, func(i int) {
+		c, err := r.connect(ctx)
+		if err != nil {
+			r.errs.add("subscriber connect: %v", err)
+			return
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			c, err := r.connect(ctx)
-			if err != nil {
-				r.errs.add("subscriber connect: %v", err)
-				return
-			}
-			conns.Store(c, nil)
-			subs[i] = &subscriber{
-				c:       c,
-				samples: stats.NewSamples(cfg.Messages),
-				order:   stats.NewOrder(cfg.Messages),
-				warm:    make(chan struct{}),
-			}
-		}()
-	}
-	wg.Wait()
+		conns.add(c)
+		subs[i] = &subscriber{
+			c:       c,
+			samples: stats.NewSamples(cfg.Messages),
+			order:   stats.NewOrder(cfg.Messages),
+			warm:    make(chan struct{}),
+		}
+	})
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	live := subs[:0:0]
-	for _, s := range subs {
-		if s != nil {
-			live = append(live, s)
-		}
-	}
+	live := slices.DeleteFunc(subs, func(s *subscriber) bool { return s == nil })
 	if len(live) == 0 {
 		return nil, fmt.Errorf("no subscriber could connect to %s: %s", cfg.URL, r.errs.first())
 	}
@@ -268,7 +216,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sender: %w", err)
 	}
-	conns.Store(sender, nil)
+	conns.add(sender)
 
 	// Receivers run from here to the end of the run.
 	var done sync.WaitGroup
@@ -319,15 +267,14 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	}
 
 	// Timed phase.
-	var serverBefore stats.CPUSample
-	serverOK := false
-	if cfg.ServerPID > 0 {
-		serverBefore, err = stats.ReadCPU(cfg.ServerPID)
-		serverOK = err == nil
-	}
-	selfBefore, selfErr := stats.SelfCPU()
-
-	stopProgress := r.progress(live)
+	cpu := startCPU(cfg.ServerPID)
+	stopProgress := startProgress(cfg.Progress, int64(cfg.Clients)*int64(cfg.Messages), func() int64 {
+		var n int64
+		for _, s := range live {
+			n += s.count.Load()
+		}
+		return n
+	})
 	first, lastSend, sendErr := r.send(ctx, sender, msg)
 	if sendErr != nil {
 		r.errs.add("sender: %v", sendErr)
@@ -335,13 +282,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	done.Wait()
 	end := r.now()
 	stopProgress()
-
-	selfAfter, selfErr2 := stats.SelfCPU()
-	var serverAfter stats.CPUSample
-	if serverOK {
-		serverAfter, err = stats.ReadCPU(cfg.ServerPID)
-		serverOK = err == nil
-	}
+	usage := cpu.stop(time.Duration(end - first))
 
 	res := &FanoutResult{
 		Clients: cfg.Clients, Messages: cfg.Messages, Size: cfg.Size, Warmup: cfg.Warmup, Rate: cfg.Rate,
@@ -373,17 +314,8 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	}
 	res.DeliveriesPerSec = stats.Rate(int(res.Delivered), res.Elapsed)
 	res.Latency = all.Summary()
-	if selfErr == nil && selfErr2 == nil {
-		res.ClientCPU = selfAfter - selfBefore
-	}
-	if serverOK {
-		res.ServerCPU = stats.CPUSince(serverBefore, serverAfter)
-		res.ServerCPUOK = true
-	}
-	if res.Wall > 0 {
-		res.ClientCores = res.ClientCPU.Seconds() / res.Wall.Seconds()
-	}
-	res.ClientBound = res.ClientCores > ClientBoundShare
+	res.ClientCPU, res.ClientCores, res.ClientBound = usage.client, usage.cores, usage.bound
+	res.ServerCPU, res.ServerCPUOK = usage.server, usage.serverOK
 	return res, nil
 }
 
@@ -442,7 +374,6 @@ func (r *fanoutRun) receive(s *subscriber) {
 			if isTimeout(err) {
 				s.timeout = true
 			} else {
-				s.err = err
 				r.errs.add("subscriber: %v", err)
 			}
 			return
@@ -540,91 +471,3 @@ func (r *fanoutRun) send(ctx context.Context, c *ws.Conn, msg []byte) (first, la
 	}
 	return first, r.now(), nil
 }
-
-// progress calls cfg.Progress ten times a second until the returned
-// function is called.
-func (r *fanoutRun) progress(subs []*subscriber) func() {
-	if r.cfg.Progress == nil {
-		return func() {}
-	}
-	expected := int64(r.cfg.Clients) * int64(r.cfg.Messages)
-	report := func() {
-		var n int64
-		for _, s := range subs {
-			n += s.count.Load()
-		}
-		r.cfg.Progress(n, expected)
-	}
-	quit := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				report()
-			case <-quit:
-				report()
-				return
-			}
-		}
-	}()
-	return func() { close(quit); <-finished }
-}
-
-func (e *errorLog) first() string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if len(e.msgs) == 0 {
-		return "unknown error"
-	}
-	return e.msgs[0]
-}
-
-// dialOptions returns the options every benchmark connection uses: the
-// caller's, or no proxy (a benchmark measures the bus, not a proxy) and
-// read buffers large enough to take many messages per system call without
-// using gigabytes for a thousand clients.
-func dialOptions(o *ws.DialOptions, clients, size int) *ws.DialOptions {
-	var d ws.DialOptions
-	if o != nil {
-		d = *o
-	} else {
-		d.Proxy = ws.NoProxy
-	}
-	if d.ReadBufferSize <= 0 {
-		n := (32 << 20) / max(clients, 1)
-		d.ReadBufferSize = min(max(n, 16<<10, 2*size), 256<<10)
-	}
-	if d.WriteBufferSize <= 0 {
-		d.WriteBufferSize = max(32<<10, 2*size)
-	}
-	if d.CloseTimeout <= 0 {
-		d.CloseTimeout = time.Second
-	}
-	return &d
-}
-
-// closeAll closes every connection in m with a closing handshake, all at
-// once, and waits (each Close is bounded by the dial options' CloseTimeout).
-func closeAll(m *sync.Map) {
-	var wg sync.WaitGroup
-	m.Range(func(k, _ any) bool {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			k.(*ws.Conn).Close(ws.StatusNormalClosure, "")
-		}()
-		return true
-	})
-	wg.Wait()
-}
-
-func isTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
-
-// bg is the context of every read and write on a benchmark connection: a
-// context that can end would cost a timer per call. Cancellation closes the
-// connections instead.
-var bg = context.Background()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,64 +148,37 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	var errs errorLog
 
 	conns := make([]*loadConn, cfg.Conns)
-	var open sync.Map
-	defer func() { closeAll(&open) }()
-	stop := context.AfterFunc(ctx, func() {
-		open.Range(func(k, _ any) bool { k.(*ws.Conn).CloseNow(); return true })
-	})
+	var open connSet // closed at the end or on cancel
+	defer open.closeAll()
+	stop := open.closeOnCancel(ctx)
 	defer stop()
 
 	capacity := cfg.Count
 	if cfg.Duration > 0 {
 		capacity = 1 << 14
 	}
-	sem := make(chan struct{}, cfg.ConnectConcurrency)
-	var wg sync.WaitGroup
-	for i := range conns {
-		sem <- struct{}{}
-		if ctx.Err() != nil {
-			<-sem
-			break
+	connectAll(ctx, cfg.Conns, cfg.ConnectConcurrency, func(i int) {
+		c, _, err := ws.Dial(ctx, cfg.URL, dial)
+		if err != nil {
+			errs.add("connect: %v", err)
+			return
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			c, _, err := ws.Dial(ctx, cfg.URL, dial)
-			if err != nil {
-				errs.add("connect: %v", err)
-				return
-			}
-			open.Store(c, nil)
-			if err := warmUp(c, cfg); err != nil {
-				errs.add("warm-up: %v", err)
-				return
-			}
-			conns[i] = &loadConn{c: c, samples: stats.NewSamples(capacity)}
-		}()
-	}
-	wg.Wait()
+		open.add(c)
+		if err := warmUp(c, cfg); err != nil {
+			errs.add("warm-up: %v", err)
+			return
+		}
+		conns[i] = &loadConn{c: c, samples: stats.NewSamples(capacity)}
+	})
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	live := conns[:0:0]
-	for _, lc := range conns {
-		if lc != nil {
-			live = append(live, lc)
-		}
-	}
+	live := slices.DeleteFunc(conns, func(lc *loadConn) bool { return lc == nil })
 	if len(live) == 0 {
 		return nil, fmt.Errorf("no connection to %s: %s", cfg.URL, errs.first())
 	}
 
-	var serverBefore stats.CPUSample
-	serverOK := false
-	var err error
-	if cfg.ServerPID > 0 {
-		serverBefore, err = stats.ReadCPU(cfg.ServerPID)
-		serverOK = err == nil
-	}
-	selfBefore, selfErr := stats.SelfCPU()
+	cpu := startCPU(cfg.ServerPID)
 
 	// Every connection starts at once; in duration mode they all stop
 	// sending at the same deadline.
@@ -217,35 +191,16 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	if cfg.Duration <= 0 {
 		expected = int64(len(live)) * int64(cfg.Count)
 	}
-	quitProgress := make(chan struct{})
-	progressDone := make(chan struct{})
-	go func() {
-		defer close(progressDone)
-		if cfg.Progress == nil {
-			<-quitProgress
-			return
+	stopProgress := startProgress(cfg.Progress, expected, func() int64 {
+		var n int64
+		for _, lc := range live {
+			n += lc.received.Load()
 		}
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		report := func() {
-			var n int64
-			for _, lc := range live {
-				n += lc.received.Load()
-			}
-			cfg.Progress(n, expected)
-		}
-		for {
-			select {
-			case <-t.C:
-				report()
-			case <-quitProgress:
-				report()
-				return
-			}
-		}
-	}()
+		return n
+	})
 
 	ends := make([]int64, len(live))
+	var wg sync.WaitGroup
 	for i, lc := range live {
 		wg.Add(1)
 		go func() {
@@ -260,19 +215,12 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		}()
 	}
 	wg.Wait()
-	close(quitProgress)
-	<-progressDone
+	stopProgress()
 	end := t0
 	for _, e := range ends {
 		end = max(end, e)
 	}
-
-	selfAfter, selfErr2 := stats.SelfCPU()
-	var serverAfter stats.CPUSample
-	if serverOK {
-		serverAfter, err = stats.ReadCPU(cfg.ServerPID)
-		serverOK = err == nil
-	}
+	usage := cpu.stop(time.Duration(end - t0))
 
 	res := &LoadResult{
 		Conns: cfg.Conns, Payload: cfg.Payload, Count: cfg.Count, Window: cfg.Window,
@@ -297,17 +245,8 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 	res.MsgPerSec = stats.Rate(int(res.Received), res.Elapsed)
 	res.MBPerSec = res.MsgPerSec * float64(cfg.Payload) / 1e6
 	res.RTT = all.Summary()
-	if selfErr == nil && selfErr2 == nil {
-		res.ClientCPU = selfAfter - selfBefore
-	}
-	if serverOK {
-		res.ServerCPU = stats.CPUSince(serverBefore, serverAfter)
-		res.ServerCPUOK = true
-	}
-	if res.Elapsed > 0 {
-		res.ClientCores = res.ClientCPU.Seconds() / res.Elapsed.Seconds()
-	}
-	res.ClientBound = res.ClientCores > ClientBoundShare
+	res.ClientCPU, res.ClientCores, res.ClientBound = usage.client, usage.cores, usage.bound
+	res.ServerCPU, res.ServerCPUOK = usage.server, usage.serverOK
 	return res, nil
 }
 

@@ -274,21 +274,21 @@ func (r *Report) headlineMetrics() []struct {
 
 // Scenarios returns the scenario names in order of first appearance.
 func (r *Report) Scenarios() []string {
-	var out []string
-	for _, s := range r.Series {
-		if !slices.Contains(out, s.Scenario) {
-			out = append(out, s.Scenario)
-		}
-	}
-	return out
+	return r.distinct(func(s *Series) string { return s.Scenario })
 }
 
 // Buses returns the target names in order of first appearance.
 func (r *Report) Buses() []string {
+	return r.distinct(func(s *Series) string { return s.Bus })
+}
+
+// distinct returns the values of field over the series, in order of first
+// appearance.
+func (r *Report) distinct(field func(*Series) string) []string {
 	var out []string
 	for _, s := range r.Series {
-		if !slices.Contains(out, s.Bus) {
-			out = append(out, s.Bus)
+		if v := field(s); !slices.Contains(out, v) {
+			out = append(out, v)
 		}
 	}
 	return out
@@ -452,14 +452,19 @@ func (r *Report) columns(markdown bool) []column {
 			return str
 		}}
 	}
-	latCol := func(title, k string) column {
+	// medCol shows the median of k, formatted.
+	medCol := func(title, k string, format func(float64) string) column {
 		return column{title, func(s *Series, _ map[string]float64) string {
 			v, ok := med(s, k)
 			if !ok {
 				return "–"
 			}
-			return FormatMillis(v)
+			return format(v)
 		}}
+	}
+	latCol := func(title, k string) column { return medCol(title, k, FormatMillis) }
+	cpuCol := func(title, k string) column {
+		return medCol(title, k, func(v float64) string { return fmt.Sprintf("%.2f", v) })
 	}
 	sumCol := func(title string, keys ...string) column {
 		return column{title, func(s *Series, _ map[string]float64) string {
@@ -472,15 +477,6 @@ func (r *Report) columns(markdown bool) []column {
 				str += fmt.Sprintf(" +%d failed", s.Failed)
 			}
 			return str
-		}}
-	}
-	cpuCol := func(title, k string) column {
-		return column{title, func(s *Series, _ map[string]float64) string {
-			v, ok := med(s, k)
-			if !ok {
-				return "–"
-			}
-			return fmt.Sprintf("%.2f", v)
 		}}
 	}
 	coresCol := column{"client CPU", func(s *Series, _ map[string]float64) string {
@@ -497,13 +493,7 @@ func (r *Report) columns(markdown bool) []column {
 	if r.Kind == KindLoad {
 		return []column{
 			rateCol("msg/s", "msg_per_sec"),
-			{"MB/s", func(s *Series, _ map[string]float64) string {
-				v, ok := med(s, "mb_per_sec")
-				if !ok {
-					return "–"
-				}
-				return fmt.Sprintf("%.1f", v)
-			}},
+			medCol("MB/s", "mb_per_sec", func(v float64) string { return fmt.Sprintf("%.1f", v) }),
 			latCol("RTT p50", "rtt_p50_ms"), latCol("p95", "rtt_p95_ms"), latCol("p99", "rtt_p99_ms"), latCol("max", "rtt_max_ms"),
 			sumCol("errors", "conn_errors", "timeouts", "mismatched"),
 			coresCol,
@@ -544,15 +534,15 @@ func (r *Report) bestOf(scenario string) map[string]float64 {
 	return best
 }
 
-// WriteText writes the table for a terminal, then the headline and notes.
-func (r *Report) WriteText(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	cols := r.columns(false)
+// table returns the result table: a header row, then one row per series,
+// grouped by scenario.
+func (r *Report) table(markdown bool) [][]string {
+	cols := r.columns(markdown)
 	hdr := []string{"scenario", "bus"}
 	for _, c := range cols {
 		hdr = append(hdr, c.title)
 	}
-	fmt.Fprintln(tw, strings.Join(hdr, "\t"))
+	rows := [][]string{hdr}
 	for _, sc := range r.Scenarios() {
 		best := r.bestOf(sc)
 		for _, s := range r.Series {
@@ -563,8 +553,17 @@ func (r *Report) WriteText(w io.Writer) error {
 			for _, c := range cols {
 				row = append(row, c.cell(s, best))
 			}
-			fmt.Fprintln(tw, strings.Join(row, "\t"))
+			rows = append(rows, row)
 		}
+	}
+	return rows
+}
+
+// WriteText writes the table for a terminal, then the headline and notes.
+func (r *Report) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, row := range r.table(false) {
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -576,26 +575,14 @@ func (r *Report) WriteText(w io.Writer) error {
 // WriteMarkdown writes the table as GitHub markdown, then the headline and
 // notes.
 func (r *Report) WriteMarkdown(w io.Writer) error {
-	cols := r.columns(true)
-	hdr := []string{"scenario", "bus"}
+	rows := r.table(true)
 	align := []string{"---", "---"}
-	for _, c := range cols {
-		hdr = append(hdr, c.title)
+	for range rows[0][2:] {
 		align = append(align, "---:")
 	}
-	fmt.Fprintf(w, "| %s |\n| %s |\n", strings.Join(hdr, " | "), strings.Join(align, " | "))
-	for _, sc := range r.Scenarios() {
-		best := r.bestOf(sc)
-		for _, s := range r.Series {
-			if s.Scenario != sc {
-				continue
-			}
-			row := []string{s.Scenario, s.Bus}
-			for _, c := range cols {
-				row = append(row, c.cell(s, best))
-			}
-			fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
-		}
+	fmt.Fprintf(w, "| %s |\n| %s |\n", strings.Join(rows[0], " | "), strings.Join(align, " | "))
+	for _, row := range rows[1:] {
+		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 	}
 	r.writeFooter(w, true)
 	return nil

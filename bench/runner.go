@@ -40,52 +40,19 @@ func (s FanoutSuite) Run(ctx context.Context) (*Report, error) {
 		"no_greeting":  base.NoGreeting,
 		"drain_sender": base.DrainSender,
 	})
-	targets := resolvePIDs(s.Targets)
-	steps := Schedule(len(s.Scenarios), repeat, len(targets))
-	pause := s.Pause
-	if pause == 0 {
-		pause = DefaultPause
-	}
-	// Create the series in table order before running interleaved.
-	for _, sc := range s.Scenarios {
-		for _, t := range targets {
-			rep.SeriesFor(sc.String(), t)
-		}
-	}
-	err := RunSchedule(ctx, steps, pause, func(i int, st Step) error {
-		sc, t := s.Scenarios[st.Scenario], targets[st.Target]
+	opts := suiteOptions{targets: s.Targets, repeat: repeat, pause: s.Pause, progress: s.Progress, log: s.Log}
+	err := runSuite(ctx, rep, opts, s.Scenarios, func(sc Scenario, t Target, progress func(done, expected int64)) (map[string]float64, string, error) {
 		cfg := base
 		cfg.URL, cfg.Clients, cfg.Messages, cfg.ServerPID = t.URL, sc.Clients, sc.Messages, max(t.PID, 0)
-		label := fmt.Sprintf("%s %s run %d/%d", t.Name, sc, st.Repeat+1, repeat)
-		s.Progress.Begin(i, label)
-		if s.Progress != nil {
-			cfg.Progress = s.Progress.Update
-		}
+		cfg.Progress = progress
 		res, err := RunFanout(ctx, cfg)
-		series := rep.SeriesFor(sc.String(), t)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
 		if err != nil {
-			series.Fail(err)
-			s.logf("%s: failed: %v\n", label, err)
-			return nil
+			return nil, "", err
 		}
-		series.Add(FanoutMetrics(res))
-		s.logf("%s: %s deliveries/s, p99 %s, dropped %d, errors %d\n", label,
-			FormatRate(res.DeliveriesPerSec), FormatMillis(ms(res.Latency.P99)), res.Dropped, res.ConnErrors)
-		return nil
+		return FanoutMetrics(res), fmt.Sprintf("%s deliveries/s, p99 %s, dropped %d, errors %d",
+			FormatRate(res.DeliveriesPerSec), FormatMillis(ms(res.Latency.P99)), res.Dropped, res.ConnErrors), nil
 	})
-	s.Progress.Done()
-	rep.Finish()
 	return rep, err
-}
-
-func (s FanoutSuite) logf(format string, a ...any) {
-	if s.Log != nil {
-		s.Progress.Done()
-		fmt.Fprintf(s.Log, format, a...)
-	}
 }
 
 // LoadSuite runs echo load scenarios against one or more targets, repeated
@@ -113,52 +80,84 @@ func (s LoadSuite) Run(ctx context.Context) (*Report, error) {
 		settings["count"] = base.Count
 	}
 	rep := NewReport(KindLoad, repeat, settings)
-	targets := resolvePIDs(s.Targets)
-	steps := Schedule(len(s.Scenarios), repeat, len(targets))
-	pause := s.Pause
+	opts := suiteOptions{targets: s.Targets, repeat: repeat, pause: s.Pause, progress: s.Progress, log: s.Log}
+	err := runSuite(ctx, rep, opts, s.Scenarios, func(sc LoadScenario, t Target, progress func(done, expected int64)) (map[string]float64, string, error) {
+		cfg := base
+		cfg.Duration = s.Base.Duration
+		cfg.URL, cfg.Conns, cfg.Payload, cfg.Window, cfg.ServerPID = t.URL, sc.Conns, sc.Payload, sc.Window, max(t.PID, 0)
+		cfg.Progress = progress
+		res, err := RunLoad(ctx, cfg)
+		if err != nil {
+			return nil, "", err
+		}
+		return LoadMetrics(res), fmt.Sprintf("%s msg/s, RTT p99 %s, errors %d",
+			FormatRate(res.MsgPerSec), FormatMillis(ms(res.RTT.P99)), res.ConnErrors+res.Timeouts), nil
+	})
+	return rep, err
+}
+
+// suiteOptions are the settings FanoutSuite and LoadSuite share: the
+// targets, how often every run is repeated, the pause between runs, and
+// where the progress and the log go.
+type suiteOptions struct {
+	targets  []Target
+	repeat   int // at least 1
+	pause    time.Duration
+	progress *Progress
+	log      io.Writer
+}
+
+// runSuite runs every scenario against every target, repeated and
+// interleaved (see Schedule), and records the runs in rep, which it
+// finishes. run does one run of scenario sc against t, passing progress on
+// to the runner; it returns the run's metrics and a summary for the log,
+// or the error that kept the run from taking place. The error of runSuite
+// is only ctx's.
+func runSuite[S fmt.Stringer](ctx context.Context, rep *Report, opts suiteOptions, scenarios []S,
+	run func(sc S, t Target, progress func(done, expected int64)) (map[string]float64, string, error)) error {
+	targets := resolvePIDs(opts.targets)
+	steps := Schedule(len(scenarios), opts.repeat, len(targets))
+	pause := opts.pause
 	if pause == 0 {
 		pause = DefaultPause
 	}
-	for _, sc := range s.Scenarios {
+	// Create the series in table order before running interleaved.
+	for _, sc := range scenarios {
 		for _, t := range targets {
 			rep.SeriesFor(sc.String(), t)
 		}
 	}
-	err := RunSchedule(ctx, steps, pause, func(i int, st Step) error {
-		sc, t := s.Scenarios[st.Scenario], targets[st.Target]
-		cfg := base
-		cfg.Duration = s.Base.Duration
-		cfg.URL, cfg.Conns, cfg.Payload, cfg.Window, cfg.ServerPID = t.URL, sc.Conns, sc.Payload, sc.Window, max(t.PID, 0)
-		label := fmt.Sprintf("%s %s run %d/%d", t.Name, sc, st.Repeat+1, repeat)
-		s.Progress.Begin(i, label)
-		if s.Progress != nil {
-			cfg.Progress = s.Progress.Update
+	var progress func(done, expected int64)
+	if opts.progress != nil {
+		progress = opts.progress.Update
+	}
+	logf := func(format string, a ...any) {
+		if opts.log != nil {
+			opts.progress.Done()
+			fmt.Fprintf(opts.log, format, a...)
 		}
-		res, err := RunLoad(ctx, cfg)
+	}
+	err := RunSchedule(ctx, steps, pause, func(i int, st Step) error {
+		sc, t := scenarios[st.Scenario], targets[st.Target]
+		label := fmt.Sprintf("%s %s run %d/%d", t.Name, sc, st.Repeat+1, opts.repeat)
+		opts.progress.Begin(i, label)
+		metrics, summary, err := run(sc, t, progress)
 		series := rep.SeriesFor(sc.String(), t)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if err != nil {
 			series.Fail(err)
-			s.logf("%s: failed: %v\n", label, err)
+			logf("%s: failed: %v\n", label, err)
 			return nil
 		}
-		series.Add(LoadMetrics(res))
-		s.logf("%s: %s msg/s, RTT p99 %s, errors %d\n", label,
-			FormatRate(res.MsgPerSec), FormatMillis(ms(res.RTT.P99)), res.ConnErrors+res.Timeouts)
+		series.Add(metrics)
+		logf("%s: %s\n", label, summary)
 		return nil
 	})
-	s.Progress.Done()
+	opts.progress.Done()
 	rep.Finish()
-	return rep, err
-}
-
-func (s LoadSuite) logf(format string, a ...any) {
-	if s.Log != nil {
-		s.Progress.Done()
-		fmt.Fprintf(s.Log, format, a...)
-	}
+	return err
 }
 
 // resolvePIDs fills in the server pids that are to be looked up from the

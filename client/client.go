@@ -406,9 +406,7 @@ func (c *Client) manage(conn *ws.Conn, ready func()) {
 					return
 				}
 				attempt++
-				delay := c.backoff(attempt)
-				c.setState(StateChange{State: Disconnected, Err: err, Retry: delay, Attempt: attempt})
-				if !sleep(c.ctx, delay) {
+				if !c.waitRetry(attempt, err) {
 					return
 				}
 				continue
@@ -435,12 +433,19 @@ func (c *Client) manage(conn *ws.Conn, ready func()) {
 			return
 		}
 		attempt++
-		delay := c.backoff(attempt)
-		c.setState(StateChange{State: Disconnected, Err: err, Retry: delay, Attempt: attempt})
-		if !sleep(c.ctx, delay) {
+		if !c.waitRetry(attempt, err) {
 			return
 		}
 	}
+}
+
+// waitRetry reports the connection as Disconnected by err and waits the
+// backoff delay before the given attempt; it returns false when the client
+// was closed meanwhile.
+func (c *Client) waitRetry(attempt int, err error) bool {
+	delay := c.backoff(attempt)
+	c.setState(StateChange{State: Disconnected, Err: err, Retry: delay, Attempt: attempt})
+	return sleep(c.ctx, delay)
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

@@ -378,6 +378,16 @@ func expectFrame(t *testing.T, c client, op ws.Opcode, data []byte) {
 	}
 }
 
+// relayText sends a text frame from sender and checks that it is the next
+// frame of every client in all.
+func relayText(t *testing.T, sender client, all []client, msg []byte) {
+	t.Helper()
+	sender.send(ws.OpText, msg)
+	for _, c := range all {
+		expectFrame(t, c, ws.OpText, msg)
+	}
+}
+
 // expectJSON checks that c's next frame is a text frame holding JSON equal
 // to want.
 func expectJSON(t *testing.T, c client, want string) {
@@ -481,19 +491,6 @@ func dialRawWith(t *testing.T, addr, path string, rcvbuf int, extra string) *raw
 	}
 	nc.SetDeadline(time.Time{})
 	return &rawConn{Conn: nc, br: br, header: header}
-}
-
-// sendText writes one masked text frame.
-func (r *rawConn) sendText(t *testing.T, p []byte) {
-	t.Helper()
-	mask := [4]byte{1, 2, 3, 4}
-	b := ws.AppendHeader(nil, ws.Header{Fin: true, Op: ws.OpText, Masked: true, Mask: mask, Length: int64(len(p))})
-	body := bytes.Clone(p)
-	ws.MaskBytes(mask, 0, body)
-	r.SetWriteDeadline(time.Now().Add(recvTimeout))
-	if _, err := r.Write(append(b, body...)); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // rawFrame is a frame read by readFrames.

@@ -263,14 +263,9 @@ func (l *lines) wait(from int, timeout time.Duration, match func(string) bool) (
 	}
 }
 
-func (l *lines) contains(sub string) bool {
-	return strings.Contains(l.String(), sub)
-}
-
 // busProc is one running `ovbus serve`.
 type busProc struct {
 	t      *testing.T
-	sb     *sandbox
 	cmd    *exec.Cmd
 	stdout *lines
 	stderr *lines
@@ -382,7 +377,7 @@ func (sb *sandbox) spawn(args ...string) (*busProc, error) {
 	cmd := exec.Command(ovbusBin, append([]string{"serve"}, args...)...)
 	cmd.Env = sb.environ()
 	cmd.Dir = sb.root
-	b := &busProc{t: sb.t, sb: sb, cmd: cmd, stdout: newLines(), stderr: newLines(), done: make(chan struct{}), port: sb.port}
+	b := &busProc{t: sb.t, cmd: cmd, stdout: newLines(), stderr: newLines(), done: make(chan struct{}), port: sb.port}
 	cmd.Stdout, cmd.Stderr = b.stdout, b.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, err

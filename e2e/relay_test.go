@@ -49,10 +49,7 @@ func TestRelayToAllIncludingSender(t *testing.T) {
 	for i, sender := range all {
 		// Unusual spacing and key order: relayed unchanged, byte for byte.
 		msg := fmt.Appendf(nil, `{"context": {"source": "s%d"}, "type" : "e2e.relay", "data":{"i":%d, "text":"héllo ✓"}}`, i, i)
-		sender.send(ws.OpText, msg)
-		for _, c := range all {
-			expectFrame(t, c, ws.OpText, msg)
-		}
+		relayText(t, sender, all, msg)
 	}
 }
 
@@ -188,10 +185,7 @@ func TestPassThrough(t *testing.T) {
 	}
 	for _, sender := range all {
 		for _, f := range frames {
-			sender.send(ws.OpText, []byte(f))
-			for _, c := range all {
-				expectFrame(t, c, ws.OpText, []byte(f))
-			}
+			relayText(t, sender, all, []byte(f))
 		}
 	}
 }
@@ -228,10 +222,7 @@ func TestMalformedSessionCarrier(t *testing.T) {
 		}
 		// The connection stays and relays what comes next.
 		ok := fmt.Appendf(nil, `{"type":"e2e.after","data":{"case":%q},"context":{}}`, tc.name)
-		src.send(ws.OpText, ok)
-		for _, c := range all {
-			expectFrame(t, c, ws.OpText, ok)
-		}
+		relayText(t, src, all, ok)
 	}
 
 	relayed := []string{
@@ -241,10 +232,7 @@ func TestMalformedSessionCarrier(t *testing.T) {
 		`{"type":"speak","data":{},"context":{}}`,
 	}
 	for _, f := range relayed {
-		sender.send(ws.OpText, []byte(f))
-		for _, c := range all {
-			expectFrame(t, c, ws.OpText, []byte(f))
-		}
+		relayText(t, sender, all, []byte(f))
 	}
 }
 
@@ -277,10 +265,7 @@ func TestOversize(t *testing.T) {
 			connectAll(t, sender, obs, py)
 
 			atLimit := fill(limit, "at-limit")
-			sender.send(ws.OpText, atLimit)
-			for _, c := range []client{sender, obs, py} {
-				expectFrame(t, c, ws.OpText, atLimit)
-			}
+			relayText(t, sender, []client{sender, obs, py}, atLimit)
 
 			over := fill(limit+1, "over")
 			sender.send(ws.OpText, over)
@@ -529,10 +514,7 @@ func TestCompression(t *testing.T) {
 				cs = append(cs, deflater)
 			}
 			connectAll(t, cs...)
-			cs[len(cs)-1].send(ws.OpText, msg)
-			for _, c := range cs {
-				expectFrame(t, c, ws.OpText, msg)
-			}
+			relayText(t, cs[len(cs)-1], cs, msg)
 			// The raw client: skip the join and barrier messages.
 			for {
 				f := raw.readFrame(t, recvTimeout)

@@ -9,9 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ovbus/ovbus/bench"
@@ -48,59 +46,6 @@ const benchExitHelp = `
 Exit status: 0 done, nothing lost; 1 done, but messages were dropped or connections failed;
 2 bad usage; 3 no run could take place (cannot connect).
 `
-
-// benchFlagSet returns a FlagSet whose usage shows the synopsis and every
-// flag with its default, zero values included.
-func benchFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("ovbus "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		w := fs.Output()
-		fmt.Fprintf(w, "Usage: %s\n\nFlags:\n", synopsis)
-		fs.VisitAll(func(f *flag.Flag) {
-			arg, usage := flag.UnquoteUsage(f)
-			if arg != "" {
-				arg = " " + arg
-			}
-			def := f.DefValue
-			if g, ok := f.Value.(flag.Getter); ok {
-				if _, isStr := g.Get().(string); isStr || def == "" {
-					def = fmt.Sprintf("%q", def)
-				}
-			} else if def == "" {
-				def = `""`
-			}
-			fmt.Fprintf(w, "  --%s%s\n    \t%s (default %s)\n", f.Name, arg, usage, def)
-		})
-		fmt.Fprint(w, benchExitHelp)
-	}
-	return fs
-}
-
-// benchParse parses flags anywhere among the arguments; the arguments that
-// are not flags are returned. -h prints the usage on stdout.
-func benchParse(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fs.SetOutput(stdout)
-				fs.Usage()
-			}
-			return nil, err
-		}
-		rest := fs.Args()
-		consumed := len(args) - len(rest)
-		if consumed > 0 && args[consumed-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
 
 // benchTargets is the repeatable --compare flag.
 type benchTargets []bench.Target
@@ -155,6 +100,38 @@ func addBenchOutput(fs *flag.FlagSet, o *benchOutput, defaultURL string) {
 	fs.BoolVar(&o.verbose, "verbose", false, "print one line per run on stderr")
 	fs.BoolVar(&o.insecure, "insecure", false, "wss:// without verifying the server's certificate")
 	fs.StringVar(&o.from, "from", "", "run nothing: print (and --plot, --save-md) the JSON report saved in `FILE`")
+}
+
+// parse parses the arguments of bench or loadtest (kind names the report)
+// and checks the options they share. It returns the servers to measure, or
+// done and the exit code when there is no more to do: -h, a usage error, or
+// a report replayed --from a file.
+func (o *benchOutput) parse(fs *flag.FlagSet, kind string, args []string, stdout, stderr io.Writer) (targets []bench.Target, code int, done bool) {
+	pos, err := parseArgs(fs, args, stdout)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, 0, true
+		}
+		return nil, 2, true
+	}
+	if err := o.check(); err != nil {
+		return nil, benchUsageError(fs, stderr, "%v", err), true
+	}
+	if o.from != "" {
+		return nil, o.replay(kind, stdout, stderr), true
+	}
+	targets, err = o.targets(pos)
+	if err != nil {
+		return nil, benchUsageError(fs, stderr, "%v", err), true
+	}
+	return targets, 0, false
+}
+
+// benchUsageError prints the message and where to find help; it returns
+// the exit code of a usage error.
+func benchUsageError(fs *flag.FlagSet, stderr io.Writer, format string, a ...any) int {
+	fmt.Fprintf(stderr, "%s: %s\n(see %s --help)\n", fs.Name(), fmt.Sprintf(format, a...), fs.Name())
+	return 2
 }
 
 // targets returns the servers to measure.
@@ -216,6 +193,28 @@ func (o *benchOutput) progress(stderr io.Writer, runs int) *bench.Progress {
 		return nil
 	}
 	return bench.NewProgress(stderr, runs)
+}
+
+// log returns where a suite writes one line per run: stderr with
+// --verbose, else nowhere (nil).
+func (o *benchOutput) log(stderr io.Writer) io.Writer {
+	if o.verbose {
+		return stderr
+	}
+	return nil
+}
+
+// run runs a suite until it ends or Ctrl-C or SIGTERM stops it (the runs
+// in progress stop and the report shows what was measured), then writes the
+// report; it returns the exit code.
+func (o *benchOutput) run(fs *flag.FlagSet, suite func(context.Context) (*bench.Report, error), args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signalContext()
+	defer stop()
+	rep, err := suite(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v: the report shows the runs so far\n", fs.Name(), err)
+	}
+	return o.write(rep, args, stdout, stderr)
 }
 
 // write prints the report and writes the files; it returns the exit code.
@@ -310,14 +309,8 @@ func benchExitStatus(rep *bench.Report) int {
 	return 0
 }
 
-// benchSignalContext ends on Ctrl-C or SIGTERM; the runs in progress stop and the
-// report shows what was measured.
-func benchSignalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-}
-
 func runBench(args []string, stdout, stderr io.Writer) int {
-	fs := benchFlagSet("bench", benchSynopsis, stderr)
+	fs := newFlagSet("bench", benchSynopsis, benchExitHelp, stderr)
 	var o benchOutput
 	addBenchOutput(fs, &o, client.URLFromEnv())
 	clients := fs.Int("clients", bench.DefaultClients, "subscribers (M)")
@@ -330,29 +323,14 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	noGreeting := fs.Bool("no-greeting", false, "the bus sends no greeting on connect")
 	drain := fs.Bool("drain-sender", false, "the sender reads (and discards) its own echoes; the upstream sender does not")
 	conc := fs.Int("connect-concurrency", bench.DefaultConnectConcurrency, "connections opened at once")
-	pos, err := benchParse(fs, args, stdout)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	targets, code, done := o.parse(fs, bench.KindFanout, args, stdout, stderr)
+	if done {
+		return code
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "ovbus bench: %s\n(see ovbus bench --help)\n", fmt.Sprintf(format, a...))
-		return 2
-	}
-	if err := o.check(); err != nil {
-		return usageErr("%v", err)
-	}
-	if o.from != "" {
-		return o.replay(bench.KindFanout, stdout, stderr)
-	}
-	targets, err := o.targets(pos)
-	if err != nil {
-		return usageErr("%v", err)
-	}
+	usageErr := func(format string, a ...any) int { return benchUsageError(fs, stderr, format, a...) }
 	scenarios := []bench.Scenario{{Clients: *clients, Messages: *messages}}
 	if *preset != "" {
+		var err error
 		if scenarios, err = bench.ParseScenarios(*preset); err != nil {
 			return usageErr("--preset: %v", err)
 		}
@@ -370,8 +348,6 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		w = -1 // FanoutConfig: negative is none
 	}
 
-	ctx, stop := benchSignalContext()
-	defer stop()
 	suite := bench.FanoutSuite{
 		Base: bench.FanoutConfig{
 			Size: *size, Warmup: w, Timeout: *timeout, Rate: *rate,
@@ -382,13 +358,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		Repeat:    o.repeat,
 		Pause:     o.pause,
 		Progress:  o.progress(stderr, len(scenarios)*o.repeat*len(targets)),
+		Log:       o.log(stderr),
 	}
-	if o.verbose {
-		suite.Log = stderr
-	}
-	rep, err := suite.Run(ctx)
-	if err != nil {
-		fmt.Fprintf(stderr, "ovbus bench: %v: the report shows the runs so far\n", err)
-	}
-	return o.write(rep, args, stdout, stderr)
+	return o.run(fs, suite.Run, args, stdout, stderr)
 }

@@ -4,38 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ovbus/ovbus/bench"
-	"github.com/ovbus/ovbus/bus"
 	"github.com/ovbus/ovbus/ws"
 )
-
-// benchTestBus starts the real bus on 127.0.0.1:0 and returns its URL.
-func benchTestBus(t *testing.T) string {
-	t.Helper()
-	s, err := bus.New(bus.Options{Addr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
-	return "ws://" + s.Addr().String() + "/core"
-}
 
 // benchTestEcho starts an echo server on package ws.
 func benchTestEcho(t *testing.T) string {
@@ -66,7 +44,7 @@ func benchRun(args ...string) (code int, stdout, stderr string) {
 // TestBenchJSON runs a tiny bench against the real bus through the CLI: the
 // output is pure JSON and every count adds up.
 func TestBenchJSON(t *testing.T) {
-	url := benchTestBus(t)
+	_, url := cliBus(t)
 	dir := t.TempDir()
 	svg, md := filepath.Join(dir, "p.svg"), filepath.Join(dir, "t.md")
 	code, out, errs := benchRun("bench", "--url", url, "--clients", "3", "--messages", "50", "--size", "150",
@@ -105,7 +83,8 @@ func TestBenchJSON(t *testing.T) {
 }
 
 func TestBenchCompareTextAndPositionalTargets(t *testing.T) {
-	a, b := benchTestBus(t), benchTestBus(t)
+	_, a := cliBus(t)
+	_, b := cliBus(t)
 	code, out, errs := benchRun("bench", "--preset", "2x20,3x10", "--compare", "one="+a, "two="+b, "--pause", "1ms", "--warmup", "0")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)

@@ -10,14 +10,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"unicode/utf8"
 
 	"github.com/ovbus/ovbus/client"
@@ -122,13 +119,13 @@ func globToRegexp(sb *strings.Builder, p string) error {
 
 // runListen is `ovbus listen`: it runs until SIGINT or SIGTERM (exit 0).
 func runListen(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	defer stop()
 	return listenCmd(ctx, args, stdout, stderr)
 }
 
 func listenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("listen", listenSynopsis, stderr)
+	fs := newFlagSet("listen", listenSynopsis, exitCodesHelp, stderr)
 	bf := addBusFlags(fs)
 	var types typePatterns
 	fs.Var(&types, "type", "show only messages whose type matches this glob `PATTERN` (repeatable, or comma-separated)")

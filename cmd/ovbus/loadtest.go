@@ -1,9 +1,6 @@
 package main
 
 import (
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 
 	"github.com/ovbus/ovbus/bench"
@@ -27,7 +24,7 @@ Examples:
   ovbus loadtest --preset std --repeat 3 --compare ovbus=ws://127.0.0.1:9001/ gorilla=ws://127.0.0.1:9002/core`
 
 func runLoadtest(args []string, stdout, stderr io.Writer) int {
-	fs := benchFlagSet("loadtest", loadtestSynopsis, stderr)
+	fs := newFlagSet("loadtest", loadtestSynopsis, benchExitHelp, stderr)
 	var o benchOutput
 	addBenchOutput(fs, &o, "ws://127.0.0.1:9001/")
 	conns := fs.Int("conns", bench.DefaultLoadConns, "connections (C)")
@@ -40,27 +37,11 @@ func runLoadtest(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", bench.DefaultTimeout, "a connection that waits longer than this for an echo ends")
 	preset := fs.String("preset", "", "scenarios instead of --conns/--payload/--window: std (1x64, 10x1k, 100x1k, 10x64k, 10x1k w64) or a `LIST` like 10x1k,100x64w8")
 	conc := fs.Int("connect-concurrency", bench.DefaultConnectConcurrency, "connections opened at once")
-	pos, err := benchParse(fs, args, stdout)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	targets, code, done := o.parse(fs, bench.KindLoad, args, stdout, stderr)
+	if done {
+		return code
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "ovbus loadtest: %s\n(see ovbus loadtest --help)\n", fmt.Sprintf(format, a...))
-		return 2
-	}
-	if err := o.check(); err != nil {
-		return usageErr("%v", err)
-	}
-	if o.from != "" {
-		return o.replay(bench.KindLoad, stdout, stderr)
-	}
-	targets, err := o.targets(pos)
-	if err != nil {
-		return usageErr("%v", err)
-	}
+	usageErr := func(format string, a ...any) int { return benchUsageError(fs, stderr, format, a...) }
 	p, err := bench.ParseSize(*payload)
 	if err != nil || p <= 0 {
 		return usageErr("--payload %q: want a positive size like 1024, 1k or 1m", *payload)
@@ -82,8 +63,6 @@ func runLoadtest(args []string, stdout, stderr io.Writer) int {
 		w = -1 // LoadConfig: negative is none
 	}
 
-	ctx, stop := benchSignalContext()
-	defer stop()
 	suite := bench.LoadSuite{
 		Base: bench.LoadConfig{
 			Count: *count, Duration: *duration, Text: *text, Timeout: *timeout, Warmup: w, ConnectConcurrency: *conc,
@@ -94,13 +73,7 @@ func runLoadtest(args []string, stdout, stderr io.Writer) int {
 		Repeat:    o.repeat,
 		Pause:     o.pause,
 		Progress:  o.progress(stderr, len(scenarios)*o.repeat*len(targets)),
+		Log:       o.log(stderr),
 	}
-	if o.verbose {
-		suite.Log = stderr
-	}
-	rep, err := suite.Run(ctx)
-	if err != nil {
-		fmt.Fprintf(stderr, "ovbus loadtest: %v: the report shows the runs so far\n", err)
-	}
-	return o.write(rep, args, stdout, stderr)
+	return o.run(fs, suite.Run, args, stdout, stderr)
 }

@@ -6,10 +6,15 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"sort"
+	"syscall"
 )
 
 // command is one subcommand: run gets the arguments after the subcommand name
@@ -61,4 +66,68 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-9s %s\n", name, commands[name].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'ovbus COMMAND --help' for the flags of a command.")
+}
+
+// newFlagSet returns a FlagSet whose usage text shows synopsis, every flag with its default, and
+// exitHelp (the exit codes).
+func newFlagSet(name, synopsis, exitHelp string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("ovbus "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: %s\n\nFlags:\n", synopsis)
+		fs.VisitAll(func(f *flag.Flag) {
+			arg, usage := flag.UnquoteUsage(f)
+			if arg != "" {
+				arg = " " + arg
+			}
+			def := f.DefValue
+			if def == "" || isStringFlag(f) {
+				def = fmt.Sprintf("%q", def)
+			}
+			fmt.Fprintf(w, "  --%s%s\n    \t%s (default %s)\n", f.Name, arg, usage, def)
+		})
+		fmt.Fprint(w, exitHelp)
+	}
+	return fs
+}
+
+func isStringFlag(f *flag.Flag) bool {
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return false
+	}
+	_, s := g.Get().(string)
+	return s
+}
+
+// parseArgs parses flags that may come before, between or after the positional arguments
+// ("send TYPE DATA --wait X" as well as "send --wait X TYPE DATA", "bench A=URL --repeat 3 B=URL"); everything after "--" is
+// positional. -h/--help prints the usage to stdout and returns flag.ErrHelp.
+func parseArgs(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(stdout)
+				fs.Usage()
+			}
+			return nil, err
+		}
+		rest := fs.Args()
+		consumed := len(args) - len(rest)
+		if consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// signalContext ends on Ctrl-C (SIGINT) or SIGTERM.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }

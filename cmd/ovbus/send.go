@@ -70,65 +70,6 @@ func (b *busFlags) dialOptions() (*ws.DialOptions, error) {
 	return &ws.DialOptions{TLSConfig: cfg}, nil
 }
 
-// newFlagSet returns a FlagSet whose usage text shows synopsis, every flag with its default, and
-// the exit codes.
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("ovbus "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		w := fs.Output()
-		fmt.Fprintf(w, "Usage: %s\n\nFlags:\n", synopsis)
-		fs.VisitAll(func(f *flag.Flag) {
-			arg, usage := flag.UnquoteUsage(f)
-			if arg != "" {
-				arg = " " + arg
-			}
-			def := f.DefValue
-			if def == "" || isStringFlag(f) {
-				def = fmt.Sprintf("%q", def)
-			}
-			fmt.Fprintf(w, "  --%s%s\n    \t%s (default %s)\n", f.Name, arg, usage, def)
-		})
-		fmt.Fprint(w, exitCodesHelp)
-	}
-	return fs
-}
-
-func isStringFlag(f *flag.Flag) bool {
-	g, ok := f.Value.(flag.Getter)
-	if !ok {
-		return false
-	}
-	_, s := g.Get().(string)
-	return s
-}
-
-// parseArgs parses flags that may come before, between or after the positional arguments
-// ("send TYPE DATA --wait X" as well as "send --wait X TYPE DATA"); everything after "--" is
-// positional. -h/--help prints the usage to stdout and returns flag.ErrHelp.
-func parseArgs(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fs.SetOutput(stdout)
-				fs.Usage()
-			}
-			return nil, err
-		}
-		rest := fs.Args()
-		consumed := len(args) - len(rest)
-		if consumed > 0 && args[consumed-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
-
 // usageError prints msg and the synopsis to stderr and returns exitUsage.
 func usageError(fs *flag.FlagSet, stderr io.Writer, format string, a ...any) int {
 	fmt.Fprintf(stderr, "%s: %s\n", fs.Name(), fmt.Sprintf(format, a...))
@@ -170,7 +111,7 @@ func runSend(args []string, stdout, stderr io.Writer) int {
 }
 
 func sendCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("send", sendSynopsis, stderr)
+	fs := newFlagSet("send", sendSynopsis, exitCodesHelp, stderr)
 	bf := addBusFlags(fs)
 	ctxJSON := fs.String("context", "{}", "message context, a `JSON` object")
 	waitType := fs.String("wait", "", "after the echo, wait for a message of this `TYPE` and print it (e.g. TYPE.response)")

@@ -236,7 +236,7 @@ func captureRun(t *testing.T, f func(stdout, stderr io.Writer)) string {
 }
 
 func TestParseArgsInterleaved(t *testing.T) {
-	fs := newFlagSet("x", "x", io.Discard)
+	fs := newFlagSet("x", "x", "", io.Discard)
 	a := fs.String("a", "", "")
 	pos, err := parseArgs(fs, []string{"p1", "--a", "v", "p2", "--", "--a", "p3"}, io.Discard)
 	if err != nil || *a != "v" || strings.Join(pos, " ") != "p1 p2 --a p3" {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -10,7 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -54,25 +52,8 @@ func writeUserConfig(t *testing.T, dir, text string) {
 	}
 }
 
-type serveBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *serveBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *serveBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // waitFor polls buf until re matches, and returns the submatches.
-func waitFor(t *testing.T, buf *serveBuffer, re string) []string {
+func waitFor(t *testing.T, buf *lockedBuffer, re string) []string {
 	t.Helper()
 	rx := regexp.MustCompile(re)
 	deadline := time.Now().Add(10 * time.Second)
@@ -101,7 +82,7 @@ func TestServeLifecycle(t *testing.T) {
 	defer notify.Close()
 	t.Setenv("NOTIFY_SOCKET", filepath.Join(dir, "notify"))
 
-	var stdout, stderr serveBuffer
+	var stdout, stderr lockedBuffer
 	code := make(chan int, 1)
 	go func() { code <- runServe(nil, &stdout, &stderr) }()
 	url := waitFor(t, &stdout, `Message bus service started! url=(ws://\S+)`)[1]
@@ -181,7 +162,7 @@ func TestServeBindFailure(t *testing.T) {
 	}
 	defer l.Close()
 	port := l.Addr().(*net.TCPAddr).Port
-	var stdout, stderr serveBuffer
+	var stdout, stderr lockedBuffer
 	code := runServe([]string{"--port", strconv.Itoa(port)}, &stdout, &stderr)
 	if code == 0 {
 		t.Fatal("exit code 0 on a failed bind")
@@ -197,7 +178,7 @@ func TestServeBindFailure(t *testing.T) {
 
 func TestServePrintConfigAndBadConfig(t *testing.T) {
 	dir := isolateConfig(t)
-	var stdout, stderr serveBuffer
+	var stdout, stderr lockedBuffer
 	if code := runServe([]string{"--print-config", "--port", "9999"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
@@ -205,7 +186,7 @@ func TestServePrintConfigAndBadConfig(t *testing.T) {
 		t.Fatalf("print-config:\n%s", stdout.String())
 	}
 	writeUserConfig(t, dir, "{\"websocket\": {\"port\": 8181,,}}\n")
-	stdout, stderr = serveBuffer{}, serveBuffer{}
+	stdout, stderr = lockedBuffer{}, lockedBuffer{}
 	if code := runServe(nil, &stdout, &stderr); code == 0 {
 		t.Fatal("exit 0 with a broken config")
 	}
