@@ -24,6 +24,10 @@ const (
 // 1001 on shutdown): the close frame's write and the wait for the echo.
 const closeTimeout = 2 * time.Second
 
+// deadlineSlack is how much of WriteTimeout (at most a sixteenth of it) a
+// batch may lose because the writer did not move the deadline for it.
+const deadlineSlack = 50 * time.Millisecond
+
 // client is one WebSocket connection: a reader goroutine that publishes what
 // the client sends, and a writer goroutine that follows the log.
 type client struct {
@@ -172,6 +176,7 @@ func (c *client) writeLoop() {
 	pms := make([]*ws.PreparedMessage, 0, 64)
 	cursor := c.f.cursor.Load()
 	sentBytes := c.joinBytes // cumulative log bytes through the last fetched entry
+	var deadline time.Time   // the write deadline last set
 	for {
 		if c.isDone() {
 			return
@@ -211,7 +216,14 @@ func (c *client) writeLoop() {
 			c.written.Store(cursor)
 			continue
 		}
-		c.conn.SetWriteDeadline(time.Now().Add(live.opts.WriteTimeout))
+		// Each batch gets its WriteTimeout, give or take deadlineSlack: the
+		// deadline is moved only when that gains more than the slack, so
+		// a burst of small batches does not reset a timer each time.
+		wt := live.opts.WriteTimeout
+		if want := time.Now().Add(wt); want.Sub(deadline) > min(wt/16, deadlineSlack) || deadline.After(want) {
+			c.conn.SetWriteDeadline(want)
+			deadline = want
+		}
 		err := c.conn.WritePreparedBatch(pms)
 		n := len(pms)
 		clear(pms)

@@ -65,7 +65,9 @@ type Options struct {
 	MaxQueueMessages int
 	MaxQueueBytes    int64
 	// WriteTimeout bounds one batched write to a client; a client that does
-	// not take its data within it is closed as a slow consumer.
+	// not take its data within it is closed as a slow consumer. (A batch
+	// may get up to 50 ms or a sixteenth of it less: the deadline is not
+	// moved for every batch of a burst.)
 	WriteTimeout time.Duration
 
 	// HandshakeTimeout bounds the HTTP upgrade of a new connection.

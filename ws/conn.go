@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,10 +34,20 @@ const (
 //
 // Concurrency: the read methods (ReadMessage, Read, ReadMessageInto, Reader)
 // must be called from one goroutine at a time. The write methods
-// (WriteMessage, Write, Writer, WritePrepared, WritePreparedBatch, Ping),
-// Close, CloseNow and the deadline setters are safe to call from any number of
-// goroutines at once: the Conn serialises writes itself and never panics on
-// concurrent use. A read and a write may run at the same time (split halves).
+// (WriteMessage, Write, BufferMessage, Flush, Writer, WritePrepared,
+// WritePreparedBatch, Ping), Close, CloseNow and the deadline setters are safe
+// to call from any number of goroutines at once: the Conn serialises writes
+// itself and never panics on concurrent use. A read and a write may run at the
+// same time (split halves).
+//
+// Input and output: bytes are read straight into the Protocol's receive
+// buffer (Protocol.ReadBuffer), and ReadMessageInto reads the rest of a large
+// frame straight into the caller's buffer (Protocol.ReceivePayload), so a
+// payload is copied once by the kernel and at most once more. A server writes
+// a large uncompressed message as its header and the caller's payload in one
+// writev, without copying it. On Linux, a TCP or Unix socket is read and
+// written with raw system calls through syscall.RawConn, which still waits
+// for the runtime's poller and honours the deadlines (rawio_linux.go).
 //
 // Control frames are handled inside the read methods: pings are answered with
 // a pong automatically (RFC 6455 §5.5.2), and a received close frame is echoed
@@ -57,22 +68,30 @@ type Conn struct {
 	// whether it may read the peer's close frame itself.
 	rmu         sync.Mutex
 	readDead    chan struct{} // closed when the read side has a final error
-	rbuf        []byte
-	pending     []byte // leftover handshake bytes to feed before reading nc
+	readMin     int           // the least free space to read into (half the read buffer)
+	pending     []byte        // leftover handshake bytes to feed before reading nc
 	activeRead  *messageReader
 	readErr     error // sticky error of the read side
 	pingHandler func([]byte)
 	pongHandler func([]byte)
 
 	// Write side: wmu serialises every frame written to nc.
-	wmu         sync.Mutex
-	wbuf        []byte  // encode buffer, from writeBufPool while wmu is held
+	wmu sync.Mutex
+	// wbuf is the encode buffer, from writeBufPool while wmu is held or
+	// while it holds frames buffered by BufferMessage (between calls,
+	// wbuf is exactly those frames).
+	wbuf        []byte
 	wbufp       *[]byte // the pool's handle of wbuf
 	bufs        net.Buffers
-	writeErr    error // sticky: a failed or partial write leaves the stream unusable
+	wv          net.Buffers // what writeBuffers hands to net.Buffers.WriteTo
+	vectored    bool        // nc writes net.Buffers with one writev
+	rio         *rawIO      // raw system calls on a plain socket (rawio_linux.go), or nil
+	writeErr    error       // sticky: a failed or partial write leaves the stream unusable
 	ctrlMu      sync.Mutex
 	ctrlQueued  []byte      // control frames (pongs) waiting for the write lock
 	ctrlPending atomic.Bool // ctrlQueued is not empty
+	buffered    atomic.Bool // wbuf holds frames buffered by BufferMessage
+	flushWanted atomic.Bool // the reader is about to wait: write the buffered frames
 	wbufSize    int
 
 	closeSent     atomic.Bool
@@ -123,7 +142,7 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 			Compression:    cfg.compression,
 			ReadBufferSize: cfg.readBufferSize,
 		}),
-		rbuf:         make([]byte, cfg.readBufferSize),
+		readMin:      max(cfg.readBufferSize/2, 1),
 		wbufSize:     cfg.writeBufferSize,
 		closeRecv:    make(chan struct{}),
 		readDead:     make(chan struct{}),
@@ -133,6 +152,11 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 	if len(cfg.leftover) > 0 {
 		c.pending = append([]byte(nil), cfg.leftover...)
 	}
+	switch nc.(type) {
+	case *net.TCPConn, *net.UnixConn:
+		c.vectored = true
+	}
+	c.rio = newRawIO(nc)
 	return c
 }
 
@@ -223,6 +247,31 @@ func (c *Conn) readInto(buf []byte) (Opcode, []byte, error) {
 		return 0, buf, err
 	}
 	for {
+		if want := c.p.PayloadWanted(); want >= directReadMin && c.readErr == nil && len(c.pending) == 0 {
+			// The rest of a large frame: read it straight into buf, so
+			// that its bytes are copied once, by the read system call.
+			if cap(buf)-len(buf) < directReadMin {
+				// Grow as append would, by what is known to come.
+				buf = slices.Grow(buf, int(min(want, int64(max(len(buf), 2*c.readMin)))))
+			}
+			free := buf[len(buf):cap(buf)]
+			n, err := c.readNet(free[:min(int64(len(free)), want)])
+			if n > 0 {
+				ev, perr := c.p.ReceivePayload(free[:n])
+				if perr != nil {
+					return 0, buf, c.failRead(perr)
+				}
+				buf = buf[:len(buf)+n]
+				if ev.Fin {
+					return ev.Op, buf, nil
+				}
+				continue
+			}
+			if err != nil {
+				return 0, buf, err
+			}
+			continue
+		}
 		ev, err := c.nextEvent()
 		if err != nil {
 			return 0, buf, err
@@ -233,6 +282,12 @@ func (c *Conn) readInto(buf []byte) (Opcode, []byte, error) {
 		}
 	}
 }
+
+// directReadMin is the least payload still to come for which ReadMessageInto
+// reads a frame's payload straight into the caller's buffer. Below it, a
+// read into the protocol's buffer, which may take the next frames along in
+// the same system call, is the better deal.
+const directReadMin = 8 << 10
 
 // Reader returns the next message as a stream: its type and a reader of its
 // payload, valid until the next read call. A message need not be read to the
@@ -342,26 +397,47 @@ func (c *Conn) nextEvent() (Event, error) {
 		case EventClose:
 			return Event{}, c.peerClosed(ev.Code, ev.Reason)
 		}
-		// EventNone: the protocol needs more bytes.
-		n, err := c.nc.Read(c.rbuf)
+		// EventNone: the protocol needs more bytes. Read them straight
+		// into its buffer.
+		n, err := c.readNet(c.p.ReadBuffer(c.readMin))
 		if n > 0 {
-			c.p.Receive(c.rbuf[:n])
+			c.p.Commit(n)
 			continue
 		}
 		if err != nil {
-			if isTimeout(err) {
-				// A timeout leaves the stream intact; nothing was consumed.
-				return Event{}, err
-			}
-			if c.closed.Load() {
-				return Event{}, c.setReadErr(ErrClosed)
-			}
-			if errors.Is(err, io.EOF) {
-				err = &CloseError{Code: StatusAbnormalClosure, Reason: "connection closed without a close frame"}
-			}
-			return Event{}, c.setReadErr(err)
+			return Event{}, err
 		}
 	}
+}
+
+// readNet reads from the network into b. Frames buffered by BufferMessage
+// are written first: the read may wait, and the peer may be waiting for
+// them. An error other than a timeout ends the read side.
+func (c *Conn) readNet(b []byte) (int, error) {
+	if c.buffered.Load() {
+		c.flushBuffered()
+	}
+	var n int
+	var err error
+	if c.rio != nil {
+		n, err = c.rio.read(b)
+	} else {
+		n, err = c.nc.Read(b)
+	}
+	if err == nil || n > 0 {
+		return n, nil
+	}
+	if isTimeout(err) {
+		// A timeout leaves the stream intact; nothing was consumed.
+		return 0, err
+	}
+	if c.closed.Load() {
+		return 0, c.setReadErr(ErrClosed)
+	}
+	if errors.Is(err, io.EOF) {
+		err = &CloseError{Code: StatusAbnormalClosure, Reason: "connection closed without a close frame"}
+	}
+	return 0, c.setReadErr(err)
 }
 
 func (c *Conn) setReadErr(err error) error {
@@ -462,7 +538,9 @@ func isTimeout(err error) bool {
 
 // WriteMessage writes one whole message of type TextMessage or BinaryMessage.
 // It compresses the message when permessage-deflate was negotiated and the
-// message is not smaller than the compression threshold.
+// message is not smaller than the compression threshold. Frames buffered by
+// BufferMessage go out first, in the same system call. It returns after the
+// write: p is not retained.
 func (c *Conn) WriteMessage(ctx context.Context, op Opcode, p []byte) error {
 	if op != OpText && op != OpBinary {
 		return fmt.Errorf("ws: WriteMessage: opcode %v is not a data opcode", op)
@@ -473,16 +551,119 @@ func (c *Conn) WriteMessage(ctx context.Context, op Opcode, p []byte) error {
 	}
 	c.lockWrite()
 	defer c.unlockWrite()
+	return stop(c.writeMessageLocked(op, p, false))
+}
+
+// BufferMessage is WriteMessage for a connection that answers what it reads
+// (an echo, a server answering pipelined requests): it encodes the message
+// into the connection's write buffer and returns without writing it, so that
+// the answers to everything one network read brought leave together, in one
+// system call. The buffered frames are written, in order:
+//
+//   - before a read method of this connection waits for the network (the
+//     peer may be waiting for them), whichever goroutine reads;
+//   - by Flush, and by every other write, ahead of its own frame;
+//   - at once, with this message, when the write buffer (WriteBufferSize
+//     in AcceptOptions and DialOptions) would be full; a large message is
+//     written at once.
+//
+// p is not retained. BufferMessage takes no context: a write it makes is
+// bounded by the write deadline only. A write that fails later is sticky: it
+// is reported by the next write call. Close sends the buffered frames before
+// its close frame; CloseNow drops them. Frames buffered while another
+// goroutine already waits in a read stay buffered until one of the above: in
+// that case call Flush.
+func (c *Conn) BufferMessage(op Opcode, p []byte) error {
+	if op != OpText && op != OpBinary {
+		return fmt.Errorf("ws: BufferMessage: opcode %v is not a data opcode", op)
+	}
+	c.lockWrite()
+	defer c.unlockWrite()
+	return c.writeMessageLocked(op, p, true)
+}
+
+// Flush writes the frames buffered by BufferMessage, if any.
+func (c *Conn) Flush(ctx context.Context) error {
+	if !c.buffered.Load() {
+		return nil
+	}
+	stop, err := c.watchWrite(ctx)
+	if err != nil {
+		return err
+	}
+	c.lockWrite()
+	defer c.unlockWrite()
+	return stop(c.flushLocked())
+}
+
+// vectoredWriteMin is the least payload that a server connection writes
+// with writev right behind its frame header instead of copying it into the
+// encode buffer.
+const vectoredWriteMin = 2 << 10
+
+// writeMessageLocked appends the message's frame to the buffered ones and
+// writes them all, or, with buffer set, leaves them buffered while they fit
+// in the write buffer. The caller holds wmu.
+func (c *Conn) writeMessageLocked(op Opcode, p []byte, buffer bool) error {
 	if err := c.writable(); err != nil {
-		return stop(err)
+		return err
 	}
 	c.pmu.Lock()
-	c.wbuf, err = c.p.AppendMessage(c.flushCtrl(c.wbuf[:0]), op, p)
-	c.pmu.Unlock()
-	if err != nil {
-		return stop(err)
+	dst := c.flushCtrl(c.wbuf)
+	var vec bool
+	var err error
+	if c.vectored && len(p) >= vectoredWriteMin && (!buffer || len(dst)+len(p)+MaxHeaderSize > c.wbufSize) {
+		// A plain server frame: the payload goes out as it is.
+		dst, vec, err = c.p.AppendMessageHeader(dst, op, len(p))
 	}
-	return stop(c.writeLocked(c.wbuf))
+	if !vec && err == nil {
+		dst, err = c.p.AppendMessage(dst, op, p)
+	}
+	c.pmu.Unlock()
+	c.wbuf = dst
+	if err != nil {
+		c.flushLocked() // what was buffered still goes out
+		return err
+	}
+	if buffer && !vec && len(c.wbuf) < c.wbufSize {
+		c.buffered.Store(true)
+		return nil
+	}
+	if vec {
+		err = c.writeVectored(c.wbuf, p)
+	} else {
+		err = c.writeLocked(c.wbuf)
+	}
+	c.wbuf = c.wbuf[:0]
+	c.buffered.Store(false)
+	return err
+}
+
+// flushLocked writes the buffered frames and the queued control frames; the
+// caller holds wmu. On a connection that can no longer write they are
+// dropped.
+func (c *Conn) flushLocked() error {
+	c.wbuf = c.flushCtrl(c.wbuf)
+	c.buffered.Store(false)
+	if len(c.wbuf) == 0 {
+		return nil
+	}
+	err := c.writable()
+	if err == nil {
+		err = c.writeLocked(c.wbuf)
+	}
+	c.wbuf = c.wbuf[:0]
+	return err
+}
+
+// flushBuffered has the frames buffered by BufferMessage written before the
+// reader waits: now if the write lock is free, else by its holder when it
+// lets the lock go (unlockWrite).
+func (c *Conn) flushBuffered() {
+	c.flushWanted.Store(true)
+	if c.tryLockWrite() {
+		c.unlockWrite()
+	}
 }
 
 // Write is WriteMessage.
@@ -515,7 +696,8 @@ func (c *Conn) WritePreparedBatch(ms []*PreparedMessage) error {
 	if err := c.writable(); err != nil {
 		return err
 	}
-	c.wbuf = c.flushCtrl(c.wbuf[:0])
+	c.wbuf = c.flushCtrl(c.wbuf) // buffered frames and pongs first
+	c.buffered.Store(false)
 	bufs := c.bufs[:0]
 	if len(c.wbuf) > 0 {
 		bufs = append(bufs, c.wbuf)
@@ -525,6 +707,8 @@ func (c *Conn) WritePreparedBatch(ms []*PreparedMessage) error {
 		f, err := c.p.PreparedFrame(m)
 		if err != nil {
 			c.pmu.Unlock()
+			clear(bufs)
+			c.flushLocked() // what was buffered still goes out
 			return err
 		}
 		bufs = append(bufs, f)
@@ -538,14 +722,30 @@ func (c *Conn) WritePreparedBatch(ms []*PreparedMessage) error {
 			b = append(b, f...)
 		}
 		c.wbuf = b
-		clear(c.bufs[:cap(c.bufs)])
-		return c.writeLocked(b)
+		clear(c.bufs)
+		err := c.writeLocked(b)
+		c.wbuf = c.wbuf[:0]
+		return err
 	}
-	_, err := bufs.WriteTo(c.nc)
-	clear(c.bufs[:cap(c.bufs)]) // let the frames go
+	err := c.writeBuffers(bufs)
+	clear(c.bufs) // let the frames go
+	c.wbuf = c.wbuf[:0]
 	if err != nil {
 		c.writeErr = err
 	}
+	return err
+}
+
+// writeBuffers writes bufs with writev; the caller holds wmu.
+func (c *Conn) writeBuffers(bufs net.Buffers) error {
+	if c.rio != nil {
+		return c.rio.writeBuffers(bufs)
+	}
+	// WriteTo consumes its receiver: give it a field (a local whose
+	// address is taken would be allocated on every call).
+	c.wv = bufs
+	_, err := c.wv.WriteTo(c.nc)
+	c.wv = nil
 	return err
 }
 
@@ -567,9 +767,11 @@ func (c *Conn) Ping(ctx context.Context, payload []byte) error {
 	err = c.writable()
 	if err == nil {
 		c.pmu.Lock()
-		c.wbuf = c.p.AppendPing(c.flushCtrl(c.wbuf[:0]), payload)
+		c.wbuf = c.p.AppendPing(c.flushCtrl(c.wbuf), payload)
 		c.pmu.Unlock()
 		err = c.writeLocked(c.wbuf)
+		c.wbuf = c.wbuf[:0]
+		c.buffered.Store(false)
 	}
 	c.unlockWrite()
 	if err = stop(err); err != nil {
@@ -616,7 +818,8 @@ var writeBufPool = sync.Pool{New: func() any {
 // one, grown for a large message, is left to the garbage collector.
 const maxPooledWriteBuf = 4<<20 + MaxHeaderSize
 
-// lockWrite takes the write lock and an encode buffer.
+// lockWrite takes the write lock and an encode buffer (which holds the
+// frames buffered by BufferMessage, if any).
 func (c *Conn) lockWrite() {
 	c.wmu.Lock()
 	c.takeWbuf()
@@ -631,13 +834,17 @@ func (c *Conn) tryLockWrite() bool {
 }
 
 func (c *Conn) takeWbuf() {
+	if c.wbufp != nil {
+		return // kept for buffered frames
+	}
 	c.wbufp = writeBufPool.Get().(*[]byte)
 	c.wbuf = (*c.wbufp)[:0]
 }
 
-// releaseWbuf returns the encode buffer to the pool; the caller holds wmu.
+// releaseWbuf returns the encode buffer to the pool unless it holds
+// buffered frames; the caller holds wmu.
 func (c *Conn) releaseWbuf() {
-	if c.wbufp == nil {
+	if c.wbufp == nil || len(c.wbuf) > 0 {
 		return
 	}
 	if cap(c.wbuf) <= maxPooledWriteBuf {
@@ -648,22 +855,21 @@ func (c *Conn) releaseWbuf() {
 }
 
 // unlockWrite releases the write lock after sending any control frame that
-// was queued while it was held. The check after the release closes the gap
-// in which a reader queued a pong and failed to take the lock just before
-// the writer let it go.
+// was queued while it was held, and the buffered frames if the reader asked
+// for them (flushBuffered). The check after the release closes the gap in
+// which a reader queued a pong or asked for a flush and failed to take the
+// lock just before the writer let it go.
 func (c *Conn) unlockWrite() {
 	for {
-		if c.ctrlPending.Load() {
+		if c.ctrlPending.Load() || c.flushWanted.Load() {
+			c.flushWanted.Store(false)
 			// On a connection that can no longer write, flushing just
-			// drops the queued frames.
-			c.wbuf = c.flushCtrl(c.wbuf[:0])
-			if len(c.wbuf) > 0 && c.writable() == nil {
-				c.writeLocked(c.wbuf)
-			}
+			// drops the frames.
+			c.flushLocked()
 		}
 		c.releaseWbuf()
 		c.wmu.Unlock()
-		if !c.ctrlPending.Load() || !c.tryLockWrite() {
+		if (!c.ctrlPending.Load() && !c.flushWanted.Load()) || !c.tryLockWrite() {
 			return
 		}
 	}
@@ -694,7 +900,27 @@ func (c *Conn) writable() error {
 // writeLocked writes b to the connection; the caller holds wmu. A failed
 // write is sticky: part of a frame may have gone out.
 func (c *Conn) writeLocked(b []byte) error {
-	_, err := c.nc.Write(b)
+	var err error
+	if c.rio != nil {
+		err = c.rio.write(b)
+	} else {
+		_, err = c.nc.Write(b)
+	}
+	if err != nil {
+		if c.closed.Load() {
+			err = ErrClosed
+		}
+		c.writeErr = err
+	}
+	return err
+}
+
+// writeVectored writes a and then b with one writev (c.vectored); the caller
+// holds wmu.
+func (c *Conn) writeVectored(a, b []byte) error {
+	c.bufs = append(c.bufs[:0], a, b)
+	err := c.writeBuffers(c.bufs)
+	clear(c.bufs)
 	if err != nil {
 		if c.closed.Load() {
 			err = ErrClosed
@@ -787,10 +1013,14 @@ func (c *Conn) writeClose(appendClose func([]byte) ([]byte, error)) error {
 	c.nc.SetWriteDeadline(time.Now().Add(c.closeTimeout))
 	c.pmu.Lock()
 	var err error
-	c.wbuf, err = appendClose(c.flushCtrl(c.wbuf[:0]))
+	c.wbuf, err = appendClose(c.flushCtrl(c.wbuf)) // buffered frames first
 	c.pmu.Unlock()
+	c.buffered.Store(false)
 	if err != nil {
+		c.wbuf = c.wbuf[:0]
 		return err
 	}
-	return c.writeLocked(c.wbuf)
+	err = c.writeLocked(c.wbuf)
+	c.wbuf = c.wbuf[:0]
+	return err
 }

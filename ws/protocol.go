@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -106,11 +107,17 @@ type Event struct {
 // Protocol is a sans-IO WebSocket endpoint (RFC 6455, RFC 7692): bytes read
 // from the network go in with Receive and come out as Events from Next; the
 // Append methods encode frames to be written. It performs no I/O, starts no
-// goroutines. The receiving side (Receive, Next) must be used by one
-// goroutine at a time and the sending side (the Append methods and
-// PreparedFrame) by one goroutine at a time; the two sides may run
-// concurrently with each other: they share only the close state, which is
-// synchronised internally.
+// goroutines. The receiving side (Receive, ReadBuffer, Commit, Next,
+// PayloadWanted, ReceivePayload) must be used by one goroutine at a time and
+// the sending side (the Append methods and PreparedFrame) by one goroutine at
+// a time; the two sides may run concurrently with each other: they share only
+// the close state, which is synchronised internally.
+//
+// Copies can be avoided on both sides: ReadBuffer and Commit let the caller
+// read from the network straight into the receive buffer, PayloadWanted and
+// ReceivePayload let it read the rest of a large frame straight into its own
+// memory, and AppendMessageHeader lets a server send a payload from where it
+// is, behind the header.
 //
 // Data is streamed: Next returns the payload of a data frame as far as it
 // has arrived, so a message larger than any buffer can be consumed piece by
@@ -223,6 +230,50 @@ func (p *Protocol) Receive(data []byte) {
 	p.buf = append(p.buf, data...)
 }
 
+// ReadBuffer returns free space at the end of the receive buffer, at least
+// min bytes, for the caller to read network bytes into; Commit(n) then takes
+// the first n of them as received. Together they are Receive without the
+// copy. ReadBuffer may move the unprocessed bytes, so, like Receive, it ends
+// the validity of the last Event's Payload. The buffer starts at
+// Config.ReadBufferSize and grows only when min bytes do not fit beside the
+// unprocessed ones.
+func (p *Protocol) ReadBuffer(min int) []byte {
+	if p.fl != nil {
+		p.fl.releaseOut()
+	}
+	if p.r == len(p.buf) {
+		if cap(p.buf) > 1<<20 && cap(p.buf) > p.bufHint && min < cap(p.buf)/4 {
+			p.buf = nil // do not keep a buffer grown for one huge read
+		} else {
+			p.buf = p.buf[:0]
+		}
+		p.r = 0
+	}
+	if cap(p.buf)-len(p.buf) < min {
+		if p.r > 0 {
+			n := copy(p.buf, p.buf[p.r:])
+			p.buf = p.buf[:n]
+			p.r = 0
+		}
+		if cap(p.buf)-len(p.buf) < min {
+			nb := make([]byte, len(p.buf), max(p.bufHint, len(p.buf)+min))
+			copy(nb, p.buf)
+			p.buf = nb
+		}
+	}
+	return p.buf[len(p.buf):cap(p.buf)]
+}
+
+// Commit takes n bytes, read into the start of the slice the last ReadBuffer
+// returned (n is at most its length), as received. Like Receive, it discards
+// them after the peer's Close frame or a failure.
+func (p *Protocol) Commit(n int) {
+	if st := p.State(); st == StateClosed || st == StateCloseReceived || n <= 0 {
+		return
+	}
+	p.buf = p.buf[:len(p.buf)+n]
+}
+
 var (
 	errRsv             = protoErr(StatusProtocolError, "reserved bit set without a negotiated extension")
 	errRsv1Control     = protoErr(StatusProtocolError, "RSV1 set on a control or continuation frame")
@@ -323,13 +374,12 @@ func (p *Protocol) Next() (Event, error) {
 		if frameDone {
 			p.inFrame = false
 		}
-		fin := frameDone && p.hdr.Fin
 
 		if p.msgCompressed {
 			if perr := p.fl.appendInput(chunk, p.maxMsg); perr != nil {
 				return p.fail(perr)
 			}
-			if fin {
+			if frameDone && p.hdr.Fin {
 				p.msgOpen = false
 				p.inflating = true
 				p.fl.startInflate()
@@ -341,6 +391,9 @@ func (p *Protocol) Next() (Event, error) {
 			continue
 		}
 
+		// ReceivePayload repeats this part, and consume the part above:
+		// they are kept inline here for speed.
+		fin := frameDone && p.hdr.Fin
 		if p.msgOp == OpText {
 			if !p.utf8.Write(chunk) || (fin && !p.utf8.Complete()) {
 				return p.fail(errBadUTF8)
@@ -356,6 +409,74 @@ func (p *Protocol) Next() (Event, error) {
 		}
 		return Event{Kind: EventMessage, Op: p.msgOp, Payload: chunk, Fin: fin}, nil
 	}
+}
+
+// consume counts chunk, the next bytes of the current frame's payload, off
+// the frame and unmasks them in place. It reports whether the frame is
+// complete.
+func (p *Protocol) consume(chunk []byte) (frameDone bool) {
+	p.remaining -= int64(len(chunk))
+	if p.hdr.Masked {
+		p.maskPos = MaskBytes(p.hdr.Mask, p.maskPos, chunk)
+	}
+	if p.remaining == 0 {
+		p.inFrame = false
+		return true
+	}
+	return false
+}
+
+// PayloadWanted returns how many more payload bytes the data frame being
+// received has, when the caller may read them from the network straight
+// into its own memory and hand them to ReceivePayload instead of Receive:
+// while a frame of an uncompressed message is being received and every
+// received byte has been processed. Otherwise it returns 0. A large message
+// read this way is copied once, by the read system call.
+func (p *Protocol) PayloadWanted() int64 {
+	if !p.inFrame || p.msgCompressed || p.r != len(p.buf) {
+		return 0
+	}
+	if st := p.State(); st == StateClosed || st == StateCloseReceived {
+		return 0
+	}
+	return p.remaining
+}
+
+var errPayloadTooLong = errors.New("ws: ReceivePayload: more bytes than PayloadWanted")
+
+// ReceivePayload takes b, the next bytes of the current frame's payload that
+// the caller read from the network itself (at most PayloadWanted bytes), and
+// returns the Event that Next would have returned for them: b is unmasked in
+// place and text is validated, and Payload is b. It is Receive followed by
+// Next, without the copy. After it, decoding goes on with Receive (or
+// ReadBuffer) and Next as usual.
+func (p *Protocol) ReceivePayload(b []byte) (Event, error) {
+	if p.fl != nil {
+		p.fl.releaseOut()
+	}
+	if st := p.State(); st == StateClosed || st == StateCloseReceived {
+		if err := p.Err(); err != nil {
+			return Event{}, err
+		}
+		return Event{}, ErrClosed
+	}
+	if len(b) == 0 {
+		return Event{}, nil
+	}
+	if int64(len(b)) > p.PayloadWanted() {
+		return Event{}, errPayloadTooLong
+	}
+	// As Next does for a piece of an uncompressed message.
+	fin := p.consume(b) && p.hdr.Fin
+	if p.msgOp == OpText {
+		if !p.utf8.Write(b) || (fin && !p.utf8.Complete()) {
+			return p.fail(errBadUTF8)
+		}
+	}
+	if fin {
+		p.msgOpen = false
+	}
+	return Event{Kind: EventMessage, Op: p.msgOp, Payload: b, Fin: fin}, nil
 }
 
 // checkHeader applies the rules that depend on the role, the negotiated
@@ -524,6 +645,29 @@ func (p *Protocol) AppendMessage(dst []byte, op Opcode, payload []byte) ([]byte,
 	return p.appendFrame(dst, Header{Fin: true, Op: op}, payload), nil
 }
 
+// AppendMessageHeader appends only the header of the frame that
+// AppendMessage would append for a message of n bytes, for a server that
+// writes the payload itself right after it, unchanged (with writev, say,
+// instead of copying it behind the header). That is possible when the
+// message goes out as one plain frame: ok is false, and nothing is appended,
+// for a client (its frames are masked, RFC 6455 §5.3) and when
+// permessage-deflate would compress the message; use AppendMessage then.
+func (p *Protocol) AppendMessageHeader(dst []byte, op Opcode, n int) (_ []byte, ok bool, err error) {
+	if !op.IsData() {
+		return dst, false, errNotData
+	}
+	if err := p.canSendData(); err != nil {
+		return dst, false, err
+	}
+	if p.outOpen {
+		return dst, false, errStreamOpen
+	}
+	if p.role == RoleClient || (p.fl != nil && n >= p.fl.threshold) {
+		return dst, false, nil
+	}
+	return AppendHeader(dst, Header{Fin: true, Op: op, Length: int64(n)}), true, nil
+}
+
 // AppendFrame appends one frame of a message sent in pieces: the first with
 // op OpText or OpBinary, the rest with OpContinuation, the last with fin
 // set (RFC 6455 §5.4). Streamed messages are not compressed. Control
@@ -632,12 +776,37 @@ func (p *Protocol) appendFrame(dst []byte, h Header, payload []byte) []byte {
 		binary.LittleEndian.PutUint32(h.Mask[:], newMaskKey())
 	}
 	dst = AppendHeader(dst, h)
-	start := len(dst)
-	dst = append(dst, payload...)
-	if h.Masked {
-		MaskBytes(h.Mask, 0, dst[start:])
+	if !h.Masked {
+		return append(dst, payload...)
 	}
+	start := len(dst)
+	dst = slices.Grow(dst, len(payload))[:start+len(payload)]
+	maskCopy(dst[start:], payload, h.Mask)
 	return dst
+}
+
+// maskCopy sets dst to src XORed with the masking key (RFC 6455 §5.3): a
+// copy and a MaskBytes in one pass. dst must be as long as src.
+func maskCopy(dst, src []byte, key [4]byte) {
+	n := len(src)
+	dst = dst[:n]
+	k32 := binary.LittleEndian.Uint32(key[:])
+	k64 := uint64(k32) | uint64(k32)<<32
+	i := 0
+	for ; i+32 <= n; i += 32 {
+		d, s := dst[i:i+32:i+32], src[i:i+32:i+32]
+		binary.LittleEndian.PutUint64(d[0:], binary.LittleEndian.Uint64(s[0:])^k64)
+		binary.LittleEndian.PutUint64(d[8:], binary.LittleEndian.Uint64(s[8:])^k64)
+		binary.LittleEndian.PutUint64(d[16:], binary.LittleEndian.Uint64(s[16:])^k64)
+		binary.LittleEndian.PutUint64(d[24:], binary.LittleEndian.Uint64(s[24:])^k64)
+	}
+	for ; i+8 <= n; i += 8 {
+		binary.LittleEndian.PutUint64(dst[i:i+8], binary.LittleEndian.Uint64(src[i:i+8])^k64)
+	}
+	for ; i < n; i++ {
+		dst[i] = src[i] ^ byte(k32)
+		k32 = k32>>8 | k32<<24
+	}
 }
 
 // newMaskKey returns a masking key. RFC 6455 §5.3 asks for keys that the

@@ -96,11 +96,13 @@ func (w *messageWriter) flush(fin bool) error {
 		return w.err
 	}
 	c.pmu.Lock()
-	c.wbuf, err = c.p.AppendFrame(c.flushCtrl(c.wbuf[:0]), w.op, w.buf, fin)
+	c.wbuf, err = c.p.AppendFrame(c.flushCtrl(c.wbuf), w.op, w.buf, fin) // buffered frames first
 	c.pmu.Unlock()
 	if err == nil {
 		err = c.writeLocked(c.wbuf)
 	}
+	c.wbuf = c.wbuf[:0]
+	c.buffered.Store(false)
 	w.buf = w.buf[:0]
 	w.op = OpContinuation
 	if err = stop(err); err != nil {

@@ -48,7 +48,10 @@ func newHandler(maxSize int64, compress bool) http.Handler {
 	})
 }
 
-// echo sends every message back until the peer closes.
+// echo sends every message back until the peer closes. The answers are
+// buffered (BufferMessage): the Conn writes them before it next waits for the
+// network, so the echoes of all the messages one read brought in leave in
+// one system call, and a lone message's echo leaves at once.
 func echo(c *ws.Conn) {
 	defer c.CloseNow()
 	var buf []byte
@@ -63,7 +66,7 @@ func echo(c *ws.Conn) {
 			return
 		}
 		buf = msg
-		if err := c.WriteMessage(ctx, op, msg); err != nil {
+		if err := c.BufferMessage(op, msg); err != nil {
 			return
 		}
 	}

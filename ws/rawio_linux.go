@@ -1,0 +1,223 @@
+//go:build linux
+
+package ws
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// rawIO reads and writes a TCP or Unix socket with raw system calls: the
+// socket is non-blocking (the runtime's poller owns it), so read, write and
+// writev return at once, and syscall.RawConn's Read and Write wait for the
+// poller when they would block, and honour the deadlines.
+//
+// What it saves over net.Conn's Read and Write is the runtime's
+// entersyscall/exitsyscall pair around each call, which also wakes the
+// runtime's monitor thread whenever the process was idle: on a ping-pong
+// connection, about a quarter of the server's CPU time per message. Large
+// writes still go through net.Conn (see maxRawWrite).
+//
+// The read side is used by the reading goroutine only, the write side under
+// Conn.wmu only; the two may run at the same time.
+type rawIO struct {
+	rc syscall.RawConn
+	nc net.Conn // for large writes and the addresses in errors
+
+	rbuf   []byte
+	rn     int
+	rerrno syscall.Errno
+	readFn func(fd uintptr) bool
+
+	wbuf     []byte
+	iov      []syscall.Iovec // writev's vector; left is what is still to go
+	left     []syscall.Iovec
+	werrno   syscall.Errno
+	nb       net.Buffers // for writes too large for a raw call
+	writeFn  func(fd uintptr) bool
+	writevFn func(fd uintptr) bool
+}
+
+// newRawIO returns a rawIO for nc, or nil when nc is not a plain socket.
+func newRawIO(nc net.Conn) *rawIO {
+	var sc syscall.Conn
+	switch c := nc.(type) {
+	case *net.TCPConn:
+		sc = c
+	case *net.UnixConn:
+		sc = c
+	default:
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	r := &rawIO{rc: rc, nc: nc}
+	r.readFn, r.writeFn, r.writevFn = r.readOnce, r.writeOnce, r.writevOnce
+	return r
+}
+
+// maxIovecs is Linux's IOV_MAX: the most buffers one writev takes.
+const maxIovecs = 1024
+
+// A raw system call keeps the goroutine's P: if the thread loses its CPU
+// inside the kernel, the goroutines queued on that P wait until it is back,
+// while around an ordinary system call the runtime hands them to another
+// thread. So only short calls are raw. maxRawWrite is the most bytes written
+// with a raw call: a larger write goes through net.Conn (on loopback the
+// writer's call also does the receiver's TCP work). maxRawRead is the most
+// bytes one raw read takes; a read only copies what has arrived.
+const (
+	maxRawWrite = 16 << 10
+	maxRawRead  = 64 << 10
+)
+
+func (r *rawIO) readOnce(fd uintptr) bool {
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(r.rbuf))), uintptr(len(r.rbuf)))
+		switch e {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false // wait until readable
+		}
+		r.rn, r.rerrno = int(n), e
+		return true
+	}
+}
+
+// read is net.Conn's Read.
+func (r *rawIO) read(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	r.rbuf, r.rn, r.rerrno = b[:min(len(b), maxRawRead)], 0, 0
+	err := r.rc.Read(r.readFn)
+	r.rbuf = nil
+	switch {
+	case err != nil:
+		return 0, r.opError("read", err)
+	case r.rerrno != 0:
+		return 0, r.opError("read", os.NewSyscallError("read", r.rerrno))
+	case r.rn == 0:
+		return 0, io.EOF
+	}
+	return r.rn, nil
+}
+
+func (r *rawIO) writeOnce(fd uintptr) bool {
+	for len(r.wbuf) > 0 {
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(r.wbuf))), uintptr(len(r.wbuf)))
+		switch e {
+		case 0:
+			r.wbuf = r.wbuf[n:]
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false // wait until writable
+		default:
+			r.werrno = e
+			return true
+		}
+	}
+	return true
+}
+
+// write writes all of b, as net.Conn's Write.
+func (r *rawIO) write(b []byte) error {
+	if len(b) > maxRawWrite {
+		_, err := r.nc.Write(b)
+		return err
+	}
+	r.wbuf, r.werrno = b, 0
+	err := r.rc.Write(r.writeFn)
+	r.wbuf = nil
+	if err != nil {
+		return r.opError("write", err)
+	}
+	if r.werrno != 0 {
+		return r.opError("write", os.NewSyscallError("write", r.werrno))
+	}
+	return nil
+}
+
+func (r *rawIO) writevOnce(fd uintptr) bool {
+	for len(r.left) > 0 {
+		k := min(len(r.left), maxIovecs)
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(unsafe.SliceData(r.left))), uintptr(k))
+		switch e {
+		case 0:
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false // wait until writable
+		default:
+			r.werrno = e
+			return true
+		}
+		// Skip what was written.
+		for n > 0 {
+			l := uintptr(r.left[0].Len)
+			if n < l {
+				r.left[0].Base = (*byte)(unsafe.Add(unsafe.Pointer(r.left[0].Base), n))
+				r.left[0].SetLen(int(l - n))
+				break
+			}
+			n -= l
+			r.left = r.left[1:]
+		}
+	}
+	return true
+}
+
+// writeBuffers writes every buffer of bufs, in order, with as few writev
+// calls as the kernel allows.
+func (r *rawIO) writeBuffers(bufs [][]byte) error {
+	total := 0
+	for _, b := range bufs {
+		total += len(b)
+	}
+	if total > maxRawWrite {
+		r.nb = bufs // WriteTo consumes r.nb, not bufs
+		_, err := r.nb.WriteTo(r.nc)
+		r.nb = nil
+		return err
+	}
+	iov := r.iov[:0]
+	for _, b := range bufs {
+		if len(b) == 0 {
+			continue
+		}
+		v := syscall.Iovec{Base: unsafe.SliceData(b)}
+		v.SetLen(len(b))
+		iov = append(iov, v)
+	}
+	r.iov, r.left, r.werrno = iov, iov, 0
+	var err error
+	if len(iov) > 0 {
+		err = r.rc.Write(r.writevFn)
+	}
+	clear(r.iov) // let the buffers go
+	r.left = nil
+	if err != nil {
+		return r.opError("write", err)
+	}
+	if r.werrno != 0 {
+		return r.opError("write", os.NewSyscallError("writev", r.werrno))
+	}
+	return nil
+}
+
+// opError gives err the shape net.Conn's errors have.
+func (r *rawIO) opError(op string, err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		oe.Op = op // RawConn says "raw-read" and "raw-write"
+		return oe
+	}
+	return &net.OpError{Op: op, Net: r.nc.LocalAddr().Network(), Source: r.nc.LocalAddr(), Addr: r.nc.RemoteAddr(), Err: err}
+}
