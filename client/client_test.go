@@ -246,11 +246,21 @@ func TestReconnectAfterBusRestart(t *testing.T) {
 	if c.Queued() != 0 {
 		t.Errorf("Queued after reconnect = %d", c.Queued())
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	i := slices.Index(states, client.Disconnected)
-	if i < 0 || !slices.Contains(states[i:], client.Connected) || states[0] != client.Connecting {
-		t.Errorf("states = %v", states)
+	// State changes reach OnState on their own goroutine: wait for the
+	// reconnect to be reported rather than racing it.
+	reported := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		i := slices.Index(states, client.Disconnected)
+		return i >= 0 && slices.Contains(states[i:], client.Connected) && states[0] == client.Connecting
+	}
+	for deadline := time.Now().Add(5 * time.Second); !reported(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			mu.Lock()
+			seen := slices.Clone(states)
+			mu.Unlock()
+			t.Fatalf("states = %v", seen)
+		}
 	}
 }
 
