@@ -2,8 +2,8 @@ package bus
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
-	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -75,29 +75,6 @@ type Handler func(Message)
 
 type handlerRef struct{ h Handler }
 
-// Emit sends m into the bus, as if a client had sent it: every client and
-// every in-process handler receives it, in the bus's one order.
-func (s *Server) Emit(m Message) error {
-	b, err := m.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	return s.EmitRaw(ws.OpText, b)
-}
-
-// EmitRaw sends one frame of type op (ws.OpText or ws.OpBinary) into the
-// bus. The frame is copied. The bus's rules apply as to a client's frame.
-func (s *Server) EmitRaw(op ws.Opcode, payload []byte) error {
-	if s.closing.Load() {
-		return ErrServerClosed
-	}
-	if op != ws.OpText && op != ws.OpBinary {
-		return errors.New("bus: EmitRaw: not a data opcode")
-	}
-	s.relay(nil, op, payload)
-	return nil
-}
-
 // On subscribes h to the messages of type msgType, or to every frame
 // (including those that are not JSON) with "*". It follows the bus from
 // now on. The returned function unsubscribes h.
@@ -139,7 +116,7 @@ func (s *Server) dispatcher() *dispatcher {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.local == nil {
-		d := &dispatcher{s: s, f: newFollower(), done: make(chan struct{}), exited: make(chan struct{})}
+		d := &dispatcher{s: s, f: newFollower(s.hub), done: make(chan struct{}), exited: make(chan struct{})}
 		empty := map[string][]*handlerRef{}
 		d.handlers.Store(&empty)
 		s.hub.join(d.f)
@@ -177,35 +154,19 @@ func (d *dispatcher) stopped() bool {
 
 func (d *dispatcher) run() {
 	defer close(d.exited)
-	h := d.s.hub
 	batch := make([]*entry, 0, 64)
-	cursor := d.f.cursor.Load()
 	for {
-		if d.stopped() {
+		var err error
+		batch, err = d.f.next(context.Background(), d.done, nil, batch[:0], maxBatchFrames, maxBatchBytes)
+		if err == ErrLagged {
+			missed := d.f.skip()
+			d.s.m.inprocDropped.Add(float64(missed))
+			d.s.log.Warn("In-process handlers fell behind the queue bounds and missed messages", "missed", missed)
+			continue
+		}
+		if err != nil {
 			return
 		}
-		var lagged bool
-		batch, lagged = h.fetch(cursor, batch[:0], maxBatchFrames, maxBatchBytes)
-		if lagged {
-			tail := h.tail.Load()
-			d.s.m.inprocDropped.Add(float64(tail - cursor))
-			d.s.log.Warn("In-process handlers fell behind the queue bounds and missed messages", "missed", tail-cursor)
-			cursor = tail
-			d.f.cursor.Store(cursor)
-			continue
-		}
-		if len(batch) == 0 {
-			if h.sleep(d.f, cursor) {
-				select {
-				case <-d.f.wake:
-				case <-d.done:
-					return
-				}
-			}
-			continue
-		}
-		cursor += uint64(len(batch))
-		d.f.cursor.Store(cursor)
 		for _, e := range batch {
 			d.deliver(e)
 		}
