@@ -299,7 +299,7 @@ func (o *Options) validate() error {
 		}
 		for _, pat := range slices.Concat(p.Emit, p.Receive) {
 			if pat == "" {
-				bad("auth", "tokens: %s: a permission pattern must not be empty", tokenLabel(tok, p))
+				bad("auth", "tokens: %s: a permission pattern must not be empty", p.Label(tok))
 			}
 		}
 	}

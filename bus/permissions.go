@@ -95,9 +95,9 @@ func Redact(token string) string {
 	return "…"
 }
 
-// tokenLabel names a token in an error without revealing it: its quoted
-// Name, else its quoted redaction.
-func tokenLabel(tok string, p Permissions) string {
+// Label names the token holding p in errors without revealing it: p's
+// Name, else the token's Redact, quoted.
+func (p Permissions) Label(tok string) string {
 	if p.Name != "" {
 		return strconv.Quote(p.Name)
 	}

@@ -4,17 +4,17 @@ import "testing"
 
 func TestHelpers(t *testing.T) {
 	c := Default()
-	if c.MaxMsgSize() != 25*1024*1024 {
-		t.Errorf("MaxMsgSize = %d", c.MaxMsgSize())
+	if c.Bus.MaxMsgSize != 25*1024*1024 {
+		t.Errorf("MaxMsgSize = %d", c.Bus.MaxMsgSize)
 	}
 	if c.Address() != "127.0.0.1:8181" || c.URL() != "ws://127.0.0.1:8181/core" {
 		t.Errorf("Address %s URL %s", c.Address(), c.URL())
 	}
-	c.Host, c.SSL = "::", true
+	c.Bus.Host, c.SSL = "::", true
 	if c.Address() != "[::]:8181" || c.URL() != "wss://127.0.0.1:8181/core" {
 		t.Errorf("Address %s URL %s", c.Address(), c.URL())
 	}
-	c.Filter = true
+	c.Bus.Filter = true
 	if c.FilterLogged("gui.page.upload") || !c.FilterLogged("speak") {
 		t.Error("FilterLogged")
 	}
