@@ -37,6 +37,11 @@ type Config struct {
 	LogFile string
 	// LogLevel is DEBUG, INFO, WARNING, ERROR or CRITICAL.
 	LogLevel string
+	// MonitorAddress is where the browser monitor is served (package
+	// monitor); "" turns it off.
+	MonitorAddress string
+	// MonitorAllowRemote lets MonitorAddress be a non-loopback address.
+	MonitorAllowRemote bool
 }
 
 // Built-in values of the keys that are not bus options; those of the bus's

@@ -31,12 +31,14 @@ var mutations = map[string]func(*Config){
 	"metrics_address":          func(c *Config) { c.Bus.MetricsAddress = "127.0.0.1:9181" },
 	"allowed_origins":          func(c *Config) { c.Bus.AllowedOrigins = []string{"http://x"} },
 	"auth":                     func(c *Config) { c.Bus.Auth.Tokens = map[string]bus.Permissions{"t": {}} },
+	"monitor_address":          func(c *Config) { c.MonitorAddress = "127.0.0.1:9182" },
+	"monitor_allow_remote":     func(c *Config) { c.MonitorAllowRemote = !c.MonitorAllowRemote },
 	"log_file":                 func(c *Config) { c.LogFile = "/x.log" },
 	"log_level":                func(c *Config) { c.LogLevel = "DEBUG" },
 }
 
 func TestDiffCoversEveryKey(t *testing.T) {
-	restartKeys := []string{"host", "port", "route", "ssl", "ssl_cert", "ssl_key", "compression", "metrics_address", "log_file"}
+	restartKeys := []string{"host", "port", "route", "ssl", "ssl_cert", "ssl_key", "compression", "metrics_address", "monitor_address", "monitor_allow_remote", "log_file"}
 	for _, key := range Keys() {
 		mutate, ok := mutations[key]
 		if !ok {

@@ -107,6 +107,10 @@
 //	                                              --allowed-origins                            case-insensitive; requests without
 //	                                                                                           Origin (non-browsers) always pass
 //	auth                      off                 -                                   live     tokens and permissions, below
+//	monitor_address           "" (off)            OVOS_BUS_MONITOR_ADDRESS            restart  host:port of the browser monitor
+//	                                              --monitor-address                            (package monitor), e.g. "127.0.0.1:9182"
+//	monitor_allow_remote      false               OVOS_BUS_MONITOR_ALLOW_REMOTE       restart  let monitor_address be a non-loopback
+//	                                              --monitor-allow-remote                       address and answer any Host header
 //	log_file                  $XDG_STATE_HOME/<base>/bus.log                          restart  rotating log file (50 MB × 3);
 //	                                              OVOS_BUS_LOG_FILE --log-file                 "" disables it, null is the default
 //
