@@ -42,7 +42,9 @@
 // messages (500) reach the page per second, and no type takes more than a
 // quarter of a batch while others wait, so a flood of one type does not
 // hide the rare ones; the rest are counted (the rate chart counts every
-// message) and the page says that it samples.
+// message) and the page says that it samples. A row carries at most
+// Options.MaxPayload bytes of its message (64 KiB), and once a page got
+// Options.BytesPerSecond (2 MiB) in a second, only the first 512.
 //
 // # The page's protocol
 //

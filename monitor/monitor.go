@@ -21,6 +21,9 @@ const (
 	DefaultRowsPerSecond = 500
 	DefaultInterval      = 200 * time.Millisecond
 	DefaultMaxPayload    = 64 << 10
+	// DefaultBytesPerSecond bounds the payload bytes a page gets per second
+	// (beyond it, rows carry the first 512 bytes of their message).
+	DefaultBytesPerSecond = 2 << 20
 )
 
 //go:embed assets/index.html assets/style.css assets/app.js assets/lib.js assets/chart.js
@@ -44,6 +47,9 @@ type Options struct {
 	// MaxPayload is how much of one message a page gets; 0 means
 	// DefaultMaxPayload.
 	MaxPayload int
+	// BytesPerSecond bounds the payload bytes a page gets per second; 0
+	// means DefaultBytesPerSecond.
+	BytesPerSecond int
 	// Logger receives the monitor's log lines; nil discards them.
 	Logger *slog.Logger
 }
@@ -57,6 +63,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxPayload <= 0 {
 		o.MaxPayload = DefaultMaxPayload
+	}
+	if o.BytesPerSecond <= 0 {
+		o.BytesPerSecond = DefaultBytesPerSecond
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -267,7 +267,7 @@ func TestNewRow(t *testing.T) {
 
 func TestSamplerBudget(t *testing.T) {
 	perm := &bus.Permissions{Name: "t", Receive: []string{"flood", "rare.*"}}
-	s := newSampler(perm, 40, 1024)
+	s := newSampler(perm, 40, 1024, 1<<20)
 	var frames []bus.Frame
 	for i := range 1000 {
 		frames = append(frames, bus.Frame{Op: ws.OpText, Payload: []byte(`{"type":"flood"}`), Seq: uint64(i)})
@@ -586,5 +586,19 @@ func TestAssets(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST /: %s", resp.Status)
+	}
+}
+
+func TestSamplerByteBudget(t *testing.T) {
+	s := newSampler(nil, 40, 4096, 1500)
+	big := bus.Frame{Op: ws.OpText, Payload: []byte(`{"type":"a","data":"` + strings.Repeat("x", 1000) + `"}`)}
+	s.add([]bus.Frame{big, big, big})
+	b, _ := s.take()
+	var sizes []int
+	for _, r := range b.Rows {
+		sizes = append(sizes, len(r.Payload))
+	}
+	if len(sizes) != 3 || sizes[0] != len(big.Payload) || sizes[1] != len(big.Payload) || sizes[2] != shortPayload || !b.Rows[2].Truncated {
+		t.Errorf("payload sizes %v: want two whole rows, then %d bytes once 1500 are used", sizes, shortPayload)
 	}
 }

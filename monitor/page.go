@@ -145,7 +145,8 @@ func (p *page) greet(ctx context.Context) bool {
 	p.perm = perm
 	p.full = perm == nil
 	o := p.m.opts
-	p.smp = newSampler(perm, max(1, int(int64(o.RowsPerSecond)*int64(o.Interval)/int64(time.Second))), o.MaxPayload)
+	perBatch := func(perSecond int) int { return max(1, int(int64(perSecond)*int64(o.Interval)/int64(time.Second))) }
+	p.smp = newSampler(perm, perBatch(o.RowsPerSecond), o.MaxPayload, perBatch(o.BytesPerSecond))
 	wel := welcome{
 		T:             "hello",
 		Auth:          p.m.bus.Live().Auth.Enabled(),

@@ -116,15 +116,23 @@ func hexPreview(b []byte) string {
 	return sb.String()
 }
 
+// shortPayload is how much of a message a row carries once its batch has
+// used its byte budget.
+const shortPayload = 512
+
 // sampler collects, for one page, what arrived since the last batch: every
 // message the page's token may receive is counted, and at most budget of
-// them (no type more than perType) are kept as rows. add runs on the
-// follower's goroutine and only counts and copies; take runs on the writer.
+// them (no type more than perType) are kept as rows; once the rows hold
+// byteBudget bytes of payload, later rows carry only shortPayload bytes.
+// add runs on the follower's goroutine and only counts and copies; take
+// runs on the writer.
 type sampler struct {
 	perm       *bus.Permissions // nil: everything
 	budget     int
 	perType    int
 	maxPayload int
+	byteBudget int
+	bytes      int // payload bytes in the rows of this batch
 
 	mu       sync.Mutex
 	b        batch
@@ -140,8 +148,8 @@ type batch struct {
 	Skipped int            `json:"skipped"`
 }
 
-func newSampler(perm *bus.Permissions, budget, maxPayload int) *sampler {
-	s := &sampler{perm: perm, budget: max(budget, 1), perType: max(budget/4, 1), maxPayload: maxPayload}
+func newSampler(perm *bus.Permissions, budget, maxPayload, byteBudget int) *sampler {
+	s := &sampler{perm: perm, budget: max(budget, 1), perType: max(budget/4, 1), maxPayload: maxPayload, byteBudget: byteBudget}
 	s.reset()
 	return s
 }
@@ -149,6 +157,7 @@ func newSampler(perm *bus.Permissions, budget, maxPayload int) *sampler {
 func (s *sampler) reset() {
 	s.b = batch{T: "batch", Rows: make([]row, 0, min(s.budget, 64)), Counts: make(map[string]int)}
 	s.perTypeN = make(map[string]int)
+	s.bytes = 0
 }
 
 // add counts frames and keeps the rows the budget allows.
@@ -167,7 +176,13 @@ func (s *sampler) add(frames []bus.Frame) {
 			continue
 		}
 		s.perTypeN[typ]++
-		s.b.Rows = append(s.b.Rows, newRow(f, typ, s.maxPayload))
+		limit := s.maxPayload
+		if s.bytes >= s.byteBudget {
+			limit = min(limit, shortPayload)
+		}
+		r := newRow(f, typ, limit)
+		s.bytes += len(r.Payload) + len(r.Preview)
+		s.b.Rows = append(s.b.Rows, r)
 	}
 }
 

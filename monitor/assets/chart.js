@@ -18,7 +18,7 @@ export function drawChart(canvas, series, legend) {
 
   const left = 44, right = 6, top = 6, bottom = 18;
   const pw = w - left - right, ph = h - top - bottom;
-  const n = series.lines.length ? series.lines[0].values.length : 300;
+  const n = series.seconds || 60;
   const ymax = niceCeil(Math.max(1, ...series.lines.map((l) => Math.max(0, ...l.values))));
 
   g.font = "11px system-ui, sans-serif";
@@ -37,9 +37,11 @@ export function drawChart(canvas, series, legend) {
   }
   g.textAlign = "center";
   g.textBaseline = "top";
-  for (let m = 0; m * 60 <= n; m++) {
-    const x = left + pw - (pw * m * 60) / n;
-    g.fillText(m === 0 ? "now" : `-${m} min`, Math.min(Math.max(x, left + 14), left + pw - 12), top + ph + 4);
+  const step = n > 120 ? 60 : n > 30 ? 15 : 5;
+  for (let k = 0; k * step <= n; k++) {
+    const x = left + pw - (pw * k * step) / n;
+    const label = k === 0 ? "now" : step === 60 ? `-${k} min` : `-${k * step} s`;
+    g.fillText(label, Math.min(Math.max(x, left + 14), left + pw - 12), top + ph + 4);
   }
   g.save();
   g.translate(10, top + ph / 2);
@@ -63,7 +65,7 @@ export function drawChart(canvas, series, legend) {
   legend.replaceChildren();
   if (!series.lines.length) {
     const li = document.createElement("li");
-    li.textContent = "no messages in the last 5 minutes";
+    li.textContent = "no messages yet";
     li.className = "r";
     legend.append(li);
   }

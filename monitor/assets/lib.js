@@ -158,12 +158,16 @@ export class Rates {
       if (s <= sec - this.seconds) this.buckets.delete(s);
     }
   }
-  // series returns, for the `seconds` whole seconds ending before nowMs,
-  // the `top` busiest types and "other", each with one count per second
-  // (oldest first), and the busiest second's total.
-  series(nowMs, top = 6) {
+  // series returns, for the last whole seconds before nowMs (all `seconds`
+  // of them, or from the first count on, at least `minSeconds`), the `top`
+  // busiest types and "other", each with one count per second (oldest
+  // first), and the busiest second's total.
+  series(nowMs, top = 6, minSeconds = 60) {
     const end = Math.floor(nowMs / 1000); // the current, unfinished second is left out
-    const first = end - this.seconds;
+    let oldest = end;
+    for (const sec of this.buckets.keys()) oldest = Math.min(oldest, sec);
+    const span = Math.min(this.seconds, Math.max(minSeconds, end - oldest));
+    const first = end - span;
     const totals = new Map();
     for (const [sec, b] of this.buckets) {
       if (sec < first || sec >= end) continue;
@@ -172,9 +176,9 @@ export class Rates {
     const ranked = [...totals.entries()].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
     const shown = ranked.slice(0, top).map(([t]) => t);
     const index = new Map(shown.map((t, i) => [t, i]));
-    const lines = shown.map((type) => ({ type, values: new Array(this.seconds).fill(0) }));
-    const other = { type: "other", values: new Array(this.seconds).fill(0) };
-    const sum = new Array(this.seconds).fill(0);
+    const lines = shown.map((type) => ({ type, values: new Array(span).fill(0) }));
+    const other = { type: "other", values: new Array(span).fill(0) };
+    const sum = new Array(span).fill(0);
     for (const [sec, b] of this.buckets) {
       if (sec < first || sec >= end) continue;
       const i = sec - first;
@@ -185,7 +189,7 @@ export class Rates {
       }
     }
     if (ranked.length > top) lines.push(other);
-    return { lines, peak: Math.max(0, ...sum), start: first };
+    return { lines, peak: Math.max(0, ...sum), start: first, seconds: span };
   }
 }
 
