@@ -28,9 +28,9 @@ const (
 
 // Conn is a WebSocket connection after a successful opening handshake.
 //
-// Concurrency: the read methods (ReadMessage, Read, ReadMessageInto, Reader)
+// Concurrency: the read methods (ReadMessage, ReadMessageInto, Reader)
 // must be called from one goroutine at a time. The write methods
-// (WriteMessage, Write, BufferMessage, Flush, Writer, WritePrepared,
+// (WriteMessage, BufferMessage, Flush, Writer, WritePrepared,
 // WritePreparedBatch, Ping), Close, CloseNow and the deadline setters are safe
 // to call from any number of goroutines at once: the Conn serialises writes
 // itself and never panics on concurrent use. A read and a write may run at the
@@ -62,14 +62,14 @@ type Conn struct {
 
 	// Read side: rmu is held by each read call, so that Close can tell
 	// whether it may read the peer's close frame itself.
-	rmu         sync.Mutex
-	readDead    chan struct{} // closed when the read side has a final error
-	readMin     int           // the least free space to read into (half the read buffer)
-	pending     []byte        // leftover handshake bytes to feed before reading nc
-	activeRead  *messageReader
-	readErr     error // sticky error of the read side
-	pingHandler func([]byte)
-	pongHandler func([]byte)
+	rmu        sync.Mutex
+	readDead   chan struct{} // closed when the read side has a final error
+	readMin    int           // the least free space to read into (half the read buffer)
+	pending    []byte        // leftover handshake bytes to feed before reading nc
+	activeRead *messageReader
+	readErr    error        // sticky error of the read side
+	onPing     func([]byte) // AcceptOptions.OnPing, DialOptions.OnPing
+	onPong     func([]byte)
 
 	// Write side: wmu serialises every frame written to nc.
 	wmu sync.Mutex
@@ -112,6 +112,7 @@ type connConfig struct {
 	readBufferSize  int
 	writeBufferSize int
 	closeTimeout    time.Duration
+	onPing, onPong  func([]byte)
 	leftover        []byte
 }
 
@@ -143,6 +144,8 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 		closeRecv:    make(chan struct{}),
 		readDead:     make(chan struct{}),
 		closeTimeout: cfg.closeTimeout,
+		onPing:       cfg.onPing,
+		onPong:       cfg.onPong,
 		pongs:        make(chan struct{}, 1),
 	}
 	if len(cfg.leftover) > 0 {
@@ -174,21 +177,12 @@ func (c *Conn) Subprotocol() string { return c.subp }
 // handshake (RFC 7692 §7), or nil when the extension is not in use.
 func (c *Conn) Deflate() *DeflateParams { return c.params }
 
-// Compressed reports whether this is a server connection whose negotiated
-// permessage-deflate parameters let it send the shared compressed form of a
-// PreparedMessage: that needs server_no_context_takeover (RFC 7692 §7.1.1.1),
-// so that every compressed message stands alone.
-func (c *Conn) Compressed() bool {
-	return c.role == RoleServer && c.params != nil && c.params.ServerNoContextTakeover
-}
-
-// SetPingHandler sets a function called with the payload of each received
-// ping, after the automatic pong is queued. It runs on the reading goroutine.
-func (c *Conn) SetPingHandler(h func(payload []byte)) { c.pingHandler = h }
-
-// SetPongHandler sets a function called with the payload of each received
-// pong. It runs on the reading goroutine.
-func (c *Conn) SetPongHandler(h func(payload []byte)) { c.pongHandler = h }
+// Compressed reports whether permessage-deflate (RFC 7692) was negotiated
+// in the handshake, on a server and on a client alike: it is Deflate() !=
+// nil, and Protocol.Compressed of the connection's protocol. Whether a given
+// message goes out compressed also depends on its size (the compression
+// threshold).
+func (c *Conn) Compressed() bool { return c.params != nil }
 
 // SetReadDeadline sets the deadline for reads. A read that times out returns
 // an error for which os.IsTimeout is true and leaves the connection intact: a

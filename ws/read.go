@@ -13,9 +13,6 @@ func (c *Conn) ReadMessage(ctx context.Context) (Opcode, []byte, error) {
 	return c.ReadMessageInto(ctx, nil)
 }
 
-// Read is ReadMessage.
-func (c *Conn) Read(ctx context.Context) (Opcode, []byte, error) { return c.ReadMessageInto(ctx, nil) }
-
 // ReadMessageInto reads one whole message and appends its payload to buf. A
 // server that passes the same buffer each time reads without allocating.
 func (c *Conn) ReadMessageInto(ctx context.Context, buf []byte) (Opcode, []byte, error) {
@@ -168,8 +165,8 @@ func (c *Conn) nextEvent() (Event, error) {
 			return ev, nil
 		case EventPing:
 			c.queuePong(ev.Payload)
-			if c.pingHandler != nil {
-				c.pingHandler(ev.Payload)
+			if c.onPing != nil {
+				c.onPing(ev.Payload)
 			}
 			continue
 		case EventPong:
@@ -177,8 +174,8 @@ func (c *Conn) nextEvent() (Event, error) {
 			case c.pongs <- struct{}{}:
 			default:
 			}
-			if c.pongHandler != nil {
-				c.pongHandler(ev.Payload)
+			if c.onPong != nil {
+				c.onPong(ev.Payload)
 			}
 			continue
 		case EventClose:

@@ -139,33 +139,41 @@ func (c *Conn) flushBuffered() {
 	}
 }
 
-// Write is WriteMessage.
-func (c *Conn) Write(ctx context.Context, op Opcode, p []byte) error {
-	return c.WriteMessage(ctx, op, p)
-}
-
 // WritePrepared writes a message encoded once by NewPreparedMessage. A server
 // connection writes the prepared bytes as they are (their compressed form when
-// Compressed is true); a client connection must mask its frames, so it
-// encodes the message itself.
-func (c *Conn) WritePrepared(m *PreparedMessage) error {
-	return c.WritePreparedBatch([]*PreparedMessage{m})
+// Compressed is true, see Protocol.PreparedFrame); a client connection must
+// mask its frames (RFC 6455 §5.3), so it encodes the message itself. ctx
+// bounds the write as in WriteMessage; a context that can never end (nil,
+// context.Background) costs nothing, and the write deadline still applies.
+func (c *Conn) WritePrepared(ctx context.Context, m *PreparedMessage) error {
+	return c.WritePreparedBatch(ctx, []*PreparedMessage{m})
 }
 
 // WritePreparedBatch writes many prepared messages with as few system calls
 // as the connection allows (one writev on a TCP connection). It is the write
-// path of a broadcast: no copy and no allocation per message.
-func (c *Conn) WritePreparedBatch(ms []*PreparedMessage) error {
+// path of a broadcast: no copy and no allocation per message. ctx is used as
+// in WritePrepared.
+func (c *Conn) WritePreparedBatch(ctx context.Context, ms []*PreparedMessage) error {
 	if c.role != RoleServer {
 		for _, m := range ms {
-			if err := c.WriteMessage(context.Background(), m.Op(), m.Payload()); err != nil {
+			if err := c.WriteMessage(ctx, m.Op(), m.Payload()); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
+	stop, err := c.watchWrite(ctx)
+	if err != nil {
+		return err
+	}
 	c.lockWrite()
 	defer c.unlockWrite()
+	return stop(c.writePreparedLocked(ms))
+}
+
+// writePreparedLocked is WritePreparedBatch on a server; the caller holds
+// wmu.
+func (c *Conn) writePreparedLocked(ms []*PreparedMessage) error {
 	if err := c.writable(); err != nil {
 		return err
 	}
