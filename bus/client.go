@@ -224,7 +224,7 @@ func (c *client) writeLoop() {
 			c.conn.SetWriteDeadline(want)
 			deadline = want
 		}
-		err := c.conn.WritePreparedBatch(pms)
+		err := c.conn.WritePreparedBatch(context.Background(), pms)
 		n := len(pms)
 		clear(pms)
 		pms = pms[:0]

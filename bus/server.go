@@ -287,7 +287,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	conn.SetWriteDeadline(time.Now().Add(o.WriteTimeout))
-	if err := conn.WritePrepared(s.greeting); err != nil {
+	if err := conn.WritePrepared(context.Background(), s.greeting); err != nil {
 		// The reader and writer below see the end at once.
 		c.finish(reasonWriteError, "error", err.Error())
 		conn.CloseNow()
