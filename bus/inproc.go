@@ -141,6 +141,7 @@ type dispatcher struct {
 func (d *dispatcher) stop() {
 	d.stopOnce.Do(func() { close(d.done) })
 	d.s.hub.leave(d.f)
+	d.s.noteProgress()
 }
 
 func (d *dispatcher) stopped() bool {
@@ -171,6 +172,7 @@ func (d *dispatcher) run() {
 			d.deliver(e)
 		}
 		clear(batch)
+		d.s.noteProgress()
 	}
 }
 

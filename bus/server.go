@@ -66,6 +66,7 @@ type Server struct {
 
 	closing  atomic.Bool
 	closingC chan struct{} // closed when Shutdown starts
+	progress chan struct{} // cap 1: while closing, a writer moved or a session ended
 	done     chan struct{} // closed when Shutdown has finished
 	wg       sync.WaitGroup
 
@@ -119,6 +120,7 @@ func New(opts Options) (*Server, error) {
 		greeting: greeting,
 		done:     make(chan struct{}),
 		closingC: make(chan struct{}),
+		progress: make(chan struct{}, 1),
 		sessions: make(map[*session]struct{}),
 	}
 	s.live.Store(newLive(o))
@@ -159,17 +161,12 @@ func (s *Server) Start() error {
 		s.mu.Unlock()
 		go srv.Serve(ml)
 	}
-	go s.Serve(l)
-	// Wait until Serve has registered the listener, so Addr works at once.
-	for {
-		s.mu.Lock()
-		ok := s.listener != nil
-		s.mu.Unlock()
-		if ok || s.closing.Load() {
-			return nil
-		}
-		time.Sleep(time.Millisecond)
+	ln, err := s.register(l)
+	if err != nil {
+		return err
 	}
+	go s.serve(ln) // Addr works at once: the listener is registered
+	return nil
 }
 
 // ListenAndServe is Start, then it waits until Shutdown is called and
@@ -187,19 +184,33 @@ func (s *Server) ListenAndServe() error {
 // ErrServerClosed. Unlike Start, it does not serve MetricsAddress (see
 // MetricsHandler).
 func (s *Server) Serve(l net.Listener) error {
+	ln, err := s.register(l)
+	if err != nil {
+		return err
+	}
+	return s.serve(ln)
+}
+
+// register wraps l in TLS when Options.TLSConfig is set and records it as
+// the bus's listener; after Shutdown it closes l and returns ErrServerClosed.
+func (s *Server) register(l net.Listener) (net.Listener, error) {
 	if tc := s.opts.TLSConfig; tc != nil {
 		tc = tc.Clone()
 		tc.NextProtos = []string{"http/1.1"}
 		l = tls.NewListener(l, tc)
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closing.Load() {
-		s.mu.Unlock()
 		l.Close()
-		return ErrServerClosed
+		return nil, ErrServerClosed
 	}
 	s.listener = l
-	s.mu.Unlock()
+	return l, nil
+}
+
+// serve accepts connections on a registered listener until Shutdown.
+func (s *Server) serve(l net.Listener) error {
 	err := s.httpSrv.Serve(l)
 	if errors.Is(err, http.ErrServerClosed) || s.closing.Load() {
 		return ErrServerClosed
@@ -474,8 +485,19 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		deadline = d
 	}
 	target := s.hub.head.Load()
-	for !s.flushed(target) && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(5 * time.Millisecond)
+	if !s.flushed(target) {
+		t := time.NewTimer(time.Until(deadline))
+	drain:
+		for !s.flushed(target) {
+			select {
+			case <-s.progress:
+			case <-t.C:
+				break drain
+			case <-ctx.Done():
+				break drain
+			}
+		}
+		t.Stop()
 	}
 
 	s.mu.Lock()
@@ -524,6 +546,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	close(s.done)
 	return err
+}
+
+// noteProgress wakes Shutdown's drain when a writer has moved or a
+// follower ended; before Shutdown it costs one atomic load.
+func (s *Server) noteProgress() {
+	if s.closing.Load() {
+		select {
+		case s.progress <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // flushed reports whether every client has written the log up to target.

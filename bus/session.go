@@ -94,6 +94,7 @@ func (c *session) finish(reason string, code ws.StatusCode, detail string, attrs
 			lvl, msg = slog.LevelInfo, "Closing client"
 		}
 		c.s.log.Log(context.Background(), lvl, msg, append([]any{"remote", c.remote, "reason", reason}, attrs...)...)
+		c.s.noteProgress()
 	})
 	return first
 }
@@ -213,6 +214,7 @@ func (c *session) writeLoop() {
 func (c *session) wrote(cursor uint64, cumBytes int64) {
 	c.writtenBytes.Store(cumBytes)
 	c.written.Store(cursor)
+	c.s.noteProgress()
 }
 
 // slowConsumer closes a session that fell too far behind: with 1008 "slow
