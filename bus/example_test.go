@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ovbus/ovbus/bus"
+	"github.com/ovbus/ovbus/message"
 )
 
 // Embedding the bus: handlers subscribe to message types and follow the bus
@@ -20,12 +21,12 @@ func ExampleServer_On() {
 	defer s.Shutdown(context.Background())
 
 	done := make(chan struct{})
-	s.On("speak", func(m bus.Message) {
+	s.On("speak", func(m message.Message) {
 		fmt.Println(m.Type, m.Data["utterance"])
-		fmt.Println(string(m.Raw))
+		fmt.Println(m)
 		close(done)
 	})
-	s.Emit(bus.Message{Type: "speak", Data: map[string]any{"utterance": "hello"}})
+	s.Emit(message.New("speak", map[string]any{"utterance": "hello"}))
 	<-done
 	// Output:
 	// speak hello
