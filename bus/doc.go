@@ -3,7 +3,7 @@
 //
 // A Server relays every message a client sends to every connected client,
 // the sender included, unchanged and in one total order that every client
-// sees (spec §3). The greeting, the malformed-session-carrier rule, the
+// sees (docs/protocol.md §3). The greeting, the malformed-session-carrier rule, the
 // max_msg_size limit and the filter log follow the Tornado bus; binary
 // frames stay binary.
 //
