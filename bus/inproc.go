@@ -107,15 +107,6 @@ func (d *dispatcher) stop() {
 	d.s.noteProgress()
 }
 
-func (d *dispatcher) stopped() bool {
-	select {
-	case <-d.done:
-		return true
-	default:
-		return false
-	}
-}
-
 func (d *dispatcher) run() {
 	defer close(d.exited)
 	batch := make([]*entry, 0, 64)

@@ -564,11 +564,11 @@ func (s *Server) flushed(target uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.sessions {
-		if c.written.Load() < target && !c.isDone() {
+		if c.written.Load() < target && !isClosed(c.done) {
 			return false
 		}
 	}
-	if s.local != nil && s.local.f.cursor.Load() < target && !s.local.stopped() {
+	if s.local != nil && s.local.f.cursor.Load() < target && !isClosed(s.local.done) {
 		return false
 	}
 	return true

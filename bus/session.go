@@ -64,15 +64,6 @@ type session struct {
 	exited chan struct{} // closed when the writer has returned
 }
 
-func (c *session) isDone() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // finish records why the connection ends (reason, the close code sent or
 // received, a detail), the first reason winning, and takes the session out
 // of the fan-out. It reports whether this call was the first. The caller
@@ -115,7 +106,7 @@ func (c *session) readLoop() {
 		} else {
 			buf = nil
 		}
-		if c.isDone() {
+		if isClosed(c.done) {
 			continue // closing: read on until the connection drops
 		}
 		c.framesIn.Add(1)
