@@ -52,8 +52,8 @@ const (
 // WebSocket connections and relays every message to every client, the
 // sender included, in one order that all clients see.
 //
-// Besides GET on the route it answers GET /health with 200 "ok"; every
-// other path is 404.
+// Besides GET on the route it answers GET /health with 200 "ok" (plus a
+// line per AddHealth check); every other path is 404.
 //
 // All methods are safe for concurrent use.
 type Server struct {
