@@ -153,7 +153,9 @@ type Follower struct {
 // Follow returns a bounded reader of the log that starts after the newest
 // frame. It is cut like a slow client: once it falls more than MaxMessages
 // or MaxBytes behind (bounds above the bus's own cannot be kept: the bus's
-// apply then), Next returns ErrLagged.
+// apply then), Next returns ErrLagged. Shutdown does not wait for
+// followers: after it, Next returns what was published before and then
+// ErrServerClosed.
 func (s *Server) Follow(o FollowOptions) *Follower {
 	f := newFollower(s.hub)
 	if o.MaxMessages > 0 {
