@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovbus/ovbus/message"
 	"github.com/ovbus/ovbus/ws"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -39,7 +40,7 @@ func TestFollow(t *testing.T) {
 	send(t, a, ws.OpBinary, []byte{1, 2, 3})
 	read(t, a) // the socket's frames are in the log before Emit's
 	read(t, a)
-	if err := s.Emit(Message{Type: "two"}); err != nil {
+	if err := s.Emit(message.Message{Type: "two"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Publish(ws.OpText, []byte(`{"type":"three"}`), "node-b"); err != nil {
@@ -69,7 +70,7 @@ func TestFollow(t *testing.T) {
 
 	// cap(dst)-len(dst) bounds a batch, but one frame always comes.
 	for range 3 {
-		s.Emit(Message{Type: "x"})
+		s.Emit(message.Message{Type: "x"})
 	}
 	batch, err := f.Next(context.Background(), make([]Frame, 0, 2))
 	if err != nil || len(batch) != 2 {
@@ -97,7 +98,7 @@ func TestFollowLagged(t *testing.T) {
 	f := s.Follow(FollowOptions{Name: "slow", MaxMessages: 3})
 	defer f.Close()
 	for range 5 {
-		s.Emit(Message{Type: "x"})
+		s.Emit(message.Message{Type: "x"})
 	}
 	if _, err := f.Next(context.Background(), nil); err != ErrLagged {
 		t.Fatalf("Next 5 behind with MaxMessages 3: %v", err)
@@ -121,7 +122,7 @@ func TestFollowLagged(t *testing.T) {
 func TestFollowShutdown(t *testing.T) {
 	s, _ := testServer(t, Options{})
 	f := s.Follow(FollowOptions{})
-	s.Emit(Message{Type: "last"})
+	s.Emit(message.Message{Type: "last"})
 	if err := s.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func TestSequencer(t *testing.T) {
 	a := dial(t, url, nil)
 	send(t, a, ws.OpText, []byte(`{"type":"from.socket"}`))
 	<-seq.got
-	s.Emit(Message{Type: "from.emit"})
+	s.Emit(message.Message{Type: "from.emit"})
 	<-seq.got
 	send(t, a, ws.OpText, []byte(`{"type":"bad","context":{"session":1}}`))
 	<-seq.got

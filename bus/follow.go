@@ -26,6 +26,16 @@ var ErrFollowerClosed = errors.New("bus: follower closed")
 // errStopped: the follower's done channel closed while it waited.
 var errStopped = errors.New("bus: follower stopped")
 
+// isClosed reports whether ch is closed (it never carries values).
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // follower is a reader of the log.
 type follower struct {
 	h *hub
@@ -54,10 +64,8 @@ func (f *follower) next(ctx context.Context, done, closing <-chan struct{}, dst 
 	h := f.h
 	n0 := len(dst)
 	for {
-		select {
-		case <-done:
+		if isClosed(done) {
 			return dst, errStopped
-		default:
 		}
 		cursor := f.cursor.Load()
 		if f.behind(cursor) {
@@ -74,10 +82,8 @@ func (f *follower) next(ctx context.Context, done, closing <-chan struct{}, dst 
 			f.cursor.Store(cursor + uint64(len(dst)-n0))
 			return dst, nil
 		}
-		select {
-		case <-closing:
+		if isClosed(closing) {
 			return dst, ErrServerClosed
-		default:
 		}
 		if !h.sleep(f, cursor) {
 			continue
@@ -147,7 +153,9 @@ type Follower struct {
 // Follow returns a bounded reader of the log that starts after the newest
 // frame. It is cut like a slow client: once it falls more than MaxMessages
 // or MaxBytes behind (bounds above the bus's own cannot be kept: the bus's
-// apply then), Next returns ErrLagged.
+// apply then), Next returns ErrLagged. Shutdown does not wait for
+// followers: after it, Next returns what was published before and then
+// ErrServerClosed.
 func (s *Server) Follow(o FollowOptions) *Follower {
 	f := newFollower(s.hub)
 	if o.MaxMessages > 0 {

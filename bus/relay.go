@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 
+	"github.com/ovbus/ovbus/message"
 	"github.com/ovbus/ovbus/ws"
 )
 
@@ -137,7 +138,7 @@ func (s *Server) Publish(op ws.Opcode, payload []byte, origin string) error {
 
 // Emit sends m into the bus, as if a client had sent it: every client and
 // every in-process handler receives it, in the bus's one order.
-func (s *Server) Emit(m Message) error {
+func (s *Server) Emit(m message.Message) error {
 	b, err := m.MarshalJSON()
 	if err != nil {
 		return err

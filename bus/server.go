@@ -52,8 +52,8 @@ const (
 // WebSocket connections and relays every message to every client, the
 // sender included, in one order that all clients see.
 //
-// Besides GET on the route it answers GET /health with 200 "ok"; every
-// other path is 404.
+// Besides GET on the route it answers GET /health with 200 "ok" (plus a
+// line per AddHealth check); every other path is 404.
 //
 // All methods are safe for concurrent use.
 type Server struct {
@@ -66,6 +66,7 @@ type Server struct {
 
 	closing  atomic.Bool
 	closingC chan struct{} // closed when Shutdown starts
+	progress chan struct{} // cap 1: while closing, a writer moved or a session ended
 	done     chan struct{} // closed when Shutdown has finished
 	wg       sync.WaitGroup
 
@@ -101,6 +102,7 @@ func New(opts Options) (*Server, error) {
 		greeting: greeting,
 		done:     make(chan struct{}),
 		closingC: make(chan struct{}),
+		progress: make(chan struct{}, 1),
 		sessions: make(map[*session]struct{}),
 	}
 	s.live.Store(newLive(o))
@@ -141,17 +143,12 @@ func (s *Server) Start() error {
 		s.mu.Unlock()
 		go srv.Serve(ml)
 	}
-	go s.Serve(l)
-	// Wait until Serve has registered the listener, so Addr works at once.
-	for {
-		s.mu.Lock()
-		ok := s.listener != nil
-		s.mu.Unlock()
-		if ok || s.closing.Load() {
-			return nil
-		}
-		time.Sleep(time.Millisecond)
+	ln, err := s.register(l)
+	if err != nil {
+		return err
 	}
+	go s.serve(ln) // Addr works at once: the listener is registered
+	return nil
 }
 
 // ListenAndServe is Start, then it waits until Shutdown is called and
@@ -169,19 +166,33 @@ func (s *Server) ListenAndServe() error {
 // ErrServerClosed. Unlike Start, it does not serve MetricsAddress (see
 // MetricsHandler).
 func (s *Server) Serve(l net.Listener) error {
+	ln, err := s.register(l)
+	if err != nil {
+		return err
+	}
+	return s.serve(ln)
+}
+
+// register wraps l in TLS when Options.TLSConfig is set and records it as
+// the bus's listener; after Shutdown it closes l and returns ErrServerClosed.
+func (s *Server) register(l net.Listener) (net.Listener, error) {
 	if tc := s.opts.TLSConfig; tc != nil {
 		tc = tc.Clone()
 		tc.NextProtos = []string{"http/1.1"}
 		l = tls.NewListener(l, tc)
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closing.Load() {
-		s.mu.Unlock()
 		l.Close()
-		return ErrServerClosed
+		return nil, ErrServerClosed
 	}
 	s.listener = l
-	s.mu.Unlock()
+	return l, nil
+}
+
+// serve accepts connections on a registered listener until Shutdown.
+func (s *Server) serve(l net.Listener) error {
 	err := s.httpSrv.Serve(l)
 	if errors.Is(err, http.ErrServerClosed) || s.closing.Load() {
 		return ErrServerClosed
@@ -333,7 +344,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	conn.SetWriteDeadline(time.Now().Add(o.WriteTimeout))
-	if err := conn.WritePrepared(s.greeting); err != nil {
+	if err := conn.WritePrepared(context.Background(), s.greeting); err != nil {
 		// The reader and writer below see the end at once.
 		c.finish(reasonWriteError, 0, err.Error(), "error", err.Error())
 		conn.CloseNow()
@@ -456,8 +467,19 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		deadline = d
 	}
 	target := s.hub.head.Load()
-	for !s.flushed(target) && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(5 * time.Millisecond)
+	if !s.flushed(target) {
+		t := time.NewTimer(time.Until(deadline))
+	drain:
+		for !s.flushed(target) {
+			select {
+			case <-s.progress:
+			case <-t.C:
+				break drain
+			case <-ctx.Done():
+				break drain
+			}
+		}
+		t.Stop()
 	}
 
 	s.mu.Lock()
@@ -508,16 +530,27 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// noteProgress wakes Shutdown's drain when a writer has moved or a
+// follower ended; before Shutdown it costs one atomic load.
+func (s *Server) noteProgress() {
+	if s.closing.Load() {
+		select {
+		case s.progress <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // flushed reports whether every client has written the log up to target.
 func (s *Server) flushed(target uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.sessions {
-		if c.written.Load() < target && !c.isDone() {
+		if c.written.Load() < target && !isClosed(c.done) {
 			return false
 		}
 	}
-	if s.local != nil && s.local.f.cursor.Load() < target && !s.local.stopped() {
+	if s.local != nil && s.local.f.cursor.Load() < target && !isClosed(s.local.done) {
 		return false
 	}
 	return true

@@ -64,15 +64,6 @@ type session struct {
 	exited chan struct{} // closed when the writer has returned
 }
 
-func (c *session) isDone() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // finish records why the connection ends (reason, the close code sent or
 // received, a detail), the first reason winning, and takes the session out
 // of the fan-out. It reports whether this call was the first. The caller
@@ -94,6 +85,7 @@ func (c *session) finish(reason string, code ws.StatusCode, detail string, attrs
 			lvl, msg = slog.LevelInfo, "Closing client"
 		}
 		c.s.log.Log(context.Background(), lvl, msg, append([]any{"remote", c.remote, "reason", reason}, attrs...)...)
+		c.s.noteProgress()
 	})
 	return first
 }
@@ -114,7 +106,7 @@ func (c *session) readLoop() {
 		} else {
 			buf = nil
 		}
-		if c.isDone() {
+		if isClosed(c.done) {
 			continue // closing: read on until the connection drops
 		}
 		c.framesIn.Add(1)
@@ -188,7 +180,7 @@ func (c *session) writeLoop() {
 			c.conn.SetWriteDeadline(want)
 			deadline = want
 		}
-		err = c.conn.WritePreparedBatch(pms)
+		err = c.conn.WritePreparedBatch(context.Background(), pms)
 		n := len(pms)
 		clear(pms)
 		pms = pms[:0]
@@ -213,6 +205,7 @@ func (c *session) writeLoop() {
 func (c *session) wrote(cursor uint64, cumBytes int64) {
 	c.writtenBytes.Store(cumBytes)
 	c.written.Store(cursor)
+	c.s.noteProgress()
 }
 
 // slowConsumer closes a session that fell too far behind: with 1008 "slow

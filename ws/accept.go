@@ -57,6 +57,15 @@ type AcceptOptions struct {
 	ReadBufferSize  int
 	WriteBufferSize int
 
+	// OnPing, when set, is called with the payload of each received ping,
+	// after the automatic pong (RFC 6455 §5.5.2) is queued. OnPong, when
+	// set, is called with the payload of each received pong (§5.5.3). They
+	// run on the goroutine that reads from the Conn, inside its read call,
+	// and must not block; the payload is valid only during the call. They
+	// are fixed for the life of the Conn.
+	OnPing func(payload []byte)
+	OnPong func(payload []byte)
+
 	// ResponseHeader is added to the 101 response.
 	ResponseHeader http.Header
 }
@@ -184,6 +193,8 @@ func negotiate(r *http.Request, opts *AcceptOptions) ([]byte, connConfig, *hands
 		readBufferSize:  opts.ReadBufferSize,
 		writeBufferSize: opts.WriteBufferSize,
 		closeTimeout:    opts.CloseTimeout,
+		onPing:          opts.OnPing,
+		onPong:          opts.OnPong,
 	}
 	ext := ""
 	if opts.EnableCompression {

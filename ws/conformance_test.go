@@ -955,12 +955,15 @@ func TestConformancePongWhileWriting(t *testing.T) {
 	newState := func() *state {
 		return &state{writing: make(chan struct{}), pinged: make(chan struct{}), writeDone: make(chan error, 1)}
 	}
+	// onPing is the connection's OnPing option.
+	onPing := func(st *state) func([]byte) {
+		return func([]byte) { st.once.Do(func() { close(st.pinged) }) }
+	}
 	// impl: the application writes a big message from one goroutine and
 	// reads from another; the socket's send buffer is small, and the peer
 	// does not read yet, so the write blocks.
 	impl := func(c *ws.Conn, st *state) error {
 		c.NetConn().(*net.TCPConn).SetWriteBuffer(16 << 10)
-		c.SetPingHandler(func([]byte) { st.once.Do(func() { close(st.pinged) }) })
 		go func() {
 			close(st.writing)
 			st.writeDone <- c.WriteMessage(context.Background(), ws.BinaryMessage, big)
@@ -1001,7 +1004,9 @@ func TestConformancePongWhileWriting(t *testing.T) {
 		st := newState()
 		implErr := make(chan error, 1)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			c, err := ws.Accept(w, r, echoServerOptions())
+			opts := echoServerOptions()
+			opts.OnPing = onPing(st)
+			c, err := ws.Accept(w, r, opts)
 			if err != nil {
 				return
 			}
@@ -1016,7 +1021,9 @@ func TestConformancePongWhileWriting(t *testing.T) {
 		t.Parallel()
 		st := newState()
 		nc, br, _, implErr := acceptClientConn(t, nil, nil, func(ctx context.Context, u string) error {
-			c, _, err := ws.Dial(ctx, u, echoClientOptions())
+			opts := echoClientOptions()
+			opts.OnPing = onPing(st)
+			c, _, err := ws.Dial(ctx, u, opts)
 			if err != nil {
 				return err
 			}

@@ -318,7 +318,7 @@ func TestPreparedBatch(t *testing.T) {
 		if err != nil {
 			return
 		}
-		c.WritePreparedBatch(msgs)
+		c.WritePreparedBatch(context.Background(), msgs)
 		c.Close(StatusNormalClosure, "")
 	}))
 	defer srv.Close()

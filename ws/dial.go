@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -59,14 +60,49 @@ type DialOptions struct {
 
 	ReadBufferSize  int
 	WriteBufferSize int
+
+	// OnPing and OnPong are called for each received ping and pong as in
+	// AcceptOptions.
+	OnPing func(payload []byte)
+	OnPong func(payload []byte)
 }
 
 // NoProxy is a DialOptions.Proxy that always connects directly.
 func NoProxy(*url.URL) (*url.URL, error) { return nil, nil }
 
-// DialError is returned by Dial when the server answered the handshake with
-// something other than 101 Switching Protocols.
-type DialError = handshake.ResponseError
+// DialError is returned by Dial when the server answered the opening
+// handshake with a status other than 101 Switching Protocols (RFC 6455
+// §4.1: the client must then not go on with the WebSocket protocol). Read it
+// with errors.As.
+type DialError struct {
+	StatusCode int    // the response's status code, e.g. 403
+	Status     string // the status line's text, e.g. "403 Forbidden"
+	// Body is the start of the response body, at most MaxDialErrorBody
+	// bytes, with invalid UTF-8 replaced by U+FFFD.
+	Body string
+	// Header is the response's header (Retry-After, WWW-Authenticate, ...).
+	Header http.Header
+}
+
+// DialError has the fields of handshake.ResponseError, which the handshake
+// code fills, in the same order: the two convert into each other.
+var _ = (*handshake.ResponseError)((*DialError)(nil))
+
+// MaxDialErrorBody is the most bytes of a refused handshake's response body
+// kept in DialError.Body.
+const MaxDialErrorBody = handshake.MaxBodyExcerpt
+
+func (e *DialError) Error() string { return (*handshake.ResponseError)(e).Error() }
+
+// dialError turns the handshake code's refusal into a *DialError and leaves
+// other errors as they are.
+func dialError(err error) error {
+	var re *handshake.ResponseError
+	if errors.As(err, &re) {
+		return (*DialError)(re)
+	}
+	return err
+}
 
 // Dial opens a WebSocket connection to a ws:// or wss:// URL (RFC 6455 §4.1).
 // The returned response is the server's handshake response; its body has been
@@ -184,7 +220,7 @@ func clientHandshake(ctx context.Context, nc net.Conn, u *url.URL, secure bool, 
 		return nil, nil, fmt.Errorf("ws: dial %s: %w", u.Redacted(), err)
 	}
 	if err := handshake.CheckResponse(resp, key, opts.Subprotocols); err != nil {
-		return nil, resp, fmt.Errorf("ws: dial %s: %w", u.Redacted(), err)
+		return nil, resp, fmt.Errorf("ws: dial %s: %w", u.Redacted(), dialError(err))
 	}
 	cfg := connConfig{
 		role:            RoleClient,
@@ -195,6 +231,8 @@ func clientHandshake(ctx context.Context, nc net.Conn, u *url.URL, secure bool, 
 		readBufferSize:  opts.ReadBufferSize,
 		writeBufferSize: opts.WriteBufferSize,
 		closeTimeout:    opts.CloseTimeout,
+		onPing:          opts.OnPing,
+		onPong:          opts.OnPong,
 	}
 	exts, err := handshake.ParseExtensions(resp.Header)
 	if err != nil {

@@ -28,16 +28,58 @@
 // arrives, so a Conn can deliver a message larger than any buffer piece by
 // piece. In steady state the core does not allocate for uncompressed
 // traffic. The frame-level helpers (Header, ParseHeader, AppendHeader,
-// ReadHeader, WriteHeader, MaskBytes) are usable on their own.
+// ReadHeader, WriteHeader, MaskBytes) are usable on their own. ExampleProtocol
+// shows the core in a loop of its own: bytes in, events out, no sockets.
+//
+// # Direct read and write paths
+//
+// The core lets the layer above it move bytes without copying them more
+// than it must:
+//
+//   - Protocol.ReadBuffer and Protocol.Commit let the caller read from the
+//     network straight into the receive buffer (Receive without its copy);
+//   - Protocol.PayloadWanted and Protocol.ReceivePayload let it read the
+//     rest of a large frame of an uncompressed message straight into its
+//     own memory: the bytes are unmasked in place and validated by the same
+//     code path as Next's, and are copied once, by the read system call;
+//   - Protocol.AppendMessageHeader gives a server the header alone, so that
+//     it can send the payload from where it is, behind the header (an
+//     unmasked server frame carries the payload unchanged, RFC 6455 §5.1).
+//
+// Conn uses all three. ReadMessageInto reads a large frame's payload
+// straight into the caller's buffer; a server writes a large uncompressed
+// message as its header and the caller's payload in one writev;
+// BufferMessage collects the answers to what one read brought and writes
+// them together, before the next read waits; WritePreparedBatch writes many
+// broadcast frames with one writev. On Linux a TCP or Unix socket is read
+// and written with raw system calls (syscall.RawConn), which still wait for
+// the runtime's poller and honour deadlines.
 //
 // # Connections
 //
-// Conn wraps a Protocol and a net.Conn: ReadMessage / Reader for whole or
-// streamed messages, WriteMessage / Writer, Ping, Close. Reads are for one
-// goroutine at a time; writes and Close are safe for concurrent use.
+// Conn wraps a Protocol and a net.Conn: ReadMessage, ReadMessageInto and
+// Reader for whole, reused-buffer or streamed messages; WriteMessage,
+// BufferMessage, Writer and WritePrepared for writing; Ping; Close (the
+// closing handshake, RFC 6455 §7.1.2) and CloseNow. Reads are for one
+// goroutine at a time; writes and Close are safe for concurrent use, and
+// the Conn serialises them itself. The read and write calls and Ping take
+// a context.Context; BufferMessage is bounded by the write deadline and
+// Close by the close timeout. Pings are answered automatically (§5.5.2),
+// also while a long write holds the connection; AcceptOptions.OnPing and
+// OnPong (and the same fields of DialOptions) observe control frames and
+// are fixed before the connection runs.
+//
 // Accept and UpgradeConn perform the server handshake (RFC 6455 §4.2),
 // Dial the client handshake (§4.1), through HTTP and SOCKS5 proxies when
-// configured.
+// configured. Options are passed as a pointer, nil meaning the defaults,
+// and limits are on by default.
+//
+// Errors: a *CloseError is the peer's close frame (§7.1.5), a
+// *ProtocolError a violation this endpoint detected and the close code it
+// sent (§7.1.7), ErrClosed use after the close; a refused handshake is a
+// *HandshakeError on the server and a *DialError, with the server's status,
+// header and the start of its body, on the client. Read them with
+// errors.As and errors.Is.
 //
 // # permessage-deflate
 //
@@ -64,4 +106,11 @@
 // receiver, and the same bytes are written to every connection. Clients
 // that limited server_max_window_bits get a form compressed with a
 // 256-byte window, valid for every window size.
+//
+// # Module
+//
+// This package is the module github.com/ovbus/ovbus/ws, separate from the
+// bus: a program that imports it compiles github.com/klauspost/compress
+// (deflate) and golang.org/x/net (proxies, header parsing) besides the
+// standard library, and nothing of the bus.
 package ws

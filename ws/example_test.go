@@ -144,8 +144,69 @@ func ExampleNewPreparedMessage() {
 		log.Fatal(err)
 	}
 	for _, c := range clients {
-		if err := c.WritePrepared(m); err != nil {
+		if err := c.WritePrepared(context.Background(), m); err != nil {
 			c.CloseNow()
 		}
 	}
+}
+
+// The sans-IO core, in the style of Python's wsproto: bytes in, events out,
+// and no sockets. A client Protocol encodes a text message, a ping and a
+// close frame; the bytes reach a server Protocol in two pieces, cut in the
+// middle of the message, as a network may deliver them; the server answers
+// the ping with a pong and the close with its echo (RFC 6455 §5.5), and the
+// client reads those answers. Whatever carries the bytes (a net.Conn, a
+// test, a simulation) is the caller's business; Conn is this loop on a
+// socket.
+func ExampleProtocol() {
+	client := ws.NewProtocol(ws.Config{Role: ws.RoleClient})
+	server := ws.NewProtocol(ws.Config{Role: ws.RoleServer})
+
+	wire, _ := client.AppendMessage(nil, ws.OpText, []byte("hello"))
+	wire = client.AppendPing(wire, []byte("are you there?"))
+	wire, _ = client.AppendClose(wire, ws.StatusNormalClosure, "bye")
+
+	// handle feeds the bytes that arrived to p and reports its events; the
+	// frames p answers with are returned, to go back over the "network".
+	handle := func(name string, p *ws.Protocol, in []byte) (out []byte) {
+		p.Receive(in)
+		for {
+			ev, err := p.Next()
+			if err != nil {
+				fmt.Println(name, "failed:", err)
+				return out
+			}
+			switch ev.Kind {
+			case ws.EventNone: // all bytes so far are processed
+				return out
+			case ws.EventMessage: // a message, or the part of it that arrived
+				fmt.Printf("%s: %v %q fin=%v\n", name, ev.Op, ev.Payload, ev.Fin)
+			case ws.EventPing:
+				fmt.Printf("%s: ping %q\n", name, ev.Payload)
+				out = p.AppendPong(out, ev.Payload)
+			case ws.EventPong:
+				fmt.Printf("%s: pong %q\n", name, ev.Payload)
+			case ws.EventClose:
+				fmt.Printf("%s: close %v %q\n", name, ev.Code, ev.Reason)
+				if p.State() == ws.StateCloseReceived { // not sent by p first: echo it
+					out, _ = p.AppendClose(out, ev.Code, "")
+				}
+				return out // nothing after a close frame counts (RFC 6455 §5.5.1)
+			}
+		}
+	}
+
+	const cut = 8 // a client frame header here is 6 bytes: cut after "he"
+	reply := handle("server", server, wire[:cut])
+	reply = append(reply, handle("server", server, wire[cut:])...)
+	handle("client", client, reply)
+	fmt.Println("server:", server.State(), "| client:", client.State())
+	// Output:
+	// server: text "he" fin=false
+	// server: text "llo" fin=true
+	// server: ping "are you there?"
+	// server: close 1000 (normal closure) "bye"
+	// client: pong "are you there?"
+	// client: close 1000 (normal closure) ""
+	// server: closed | client: closed
 }

@@ -192,7 +192,8 @@ func (p *Protocol) Role() Role { return p.role }
 // State returns the closing-handshake state.
 func (p *Protocol) State() State { return State(p.st.Load()) }
 
-// Compressed reports whether permessage-deflate was negotiated.
+// Compressed reports whether permessage-deflate (RFC 7692) was negotiated:
+// Config.Deflate was not nil.
 func (p *Protocol) Compressed() bool { return p.fl != nil }
 
 // Buffered returns the number of received bytes not yet processed.
@@ -391,8 +392,6 @@ func (p *Protocol) Next() (Event, error) {
 			continue
 		}
 
-		// ReceivePayload repeats this part, and consume the part above:
-		// they are kept inline here for speed.
 		fin := frameDone && p.hdr.Fin
 		if p.msgOp == OpText {
 			if !p.utf8.Write(chunk) || (fin && !p.utf8.Complete()) {
@@ -409,21 +408,6 @@ func (p *Protocol) Next() (Event, error) {
 		}
 		return Event{Kind: EventMessage, Op: p.msgOp, Payload: chunk, Fin: fin}, nil
 	}
-}
-
-// consume counts chunk, the next bytes of the current frame's payload, off
-// the frame and unmasks them in place. It reports whether the frame is
-// complete.
-func (p *Protocol) consume(chunk []byte) (frameDone bool) {
-	p.remaining -= int64(len(chunk))
-	if p.hdr.Masked {
-		p.maskPos = MaskBytes(p.hdr.Mask, p.maskPos, chunk)
-	}
-	if p.remaining == 0 {
-		p.inFrame = false
-		return true
-	}
-	return false
 }
 
 // PayloadWanted returns how many more payload bytes the data frame being
@@ -451,32 +435,23 @@ var errPayloadTooLong = errors.New("ws: ReceivePayload: more bytes than PayloadW
 // Next, without the copy. After it, decoding goes on with Receive (or
 // ReadBuffer) and Next as usual.
 func (p *Protocol) ReceivePayload(b []byte) (Event, error) {
-	if p.fl != nil {
-		p.fl.releaseOut()
-	}
-	if st := p.State(); st == StateClosed || st == StateCloseReceived {
-		if err := p.Err(); err != nil {
-			return Event{}, err
+	if st := p.State(); st == StateOpen || st == StateCloseSent {
+		if len(b) == 0 {
+			return Event{}, nil
 		}
-		return Event{}, ErrClosed
-	}
-	if len(b) == 0 {
-		return Event{}, nil
-	}
-	if int64(len(b)) > p.PayloadWanted() {
-		return Event{}, errPayloadTooLong
-	}
-	// As Next does for a piece of an uncompressed message.
-	fin := p.consume(b) && p.hdr.Fin
-	if p.msgOp == OpText {
-		if !p.utf8.Write(b) || (fin && !p.utf8.Complete()) {
-			return p.fail(errBadUTF8)
+		if int64(len(b)) > p.PayloadWanted() {
+			return Event{}, errPayloadTooLong
 		}
 	}
-	if fin {
-		p.msgOpen = false
-	}
-	return Event{Kind: EventMessage, Op: p.msgOp, Payload: b, Fin: fin}, nil
+	// Every received byte has been processed (PayloadWanted), so b can
+	// stand in for the receive buffer while Next decodes it: Next's
+	// payload path is the only one, and b is at most the rest of the frame,
+	// so Next hands it out whole and reads no further.
+	buf, r := p.buf, p.r
+	p.buf, p.r = b[:len(b):len(b)], 0
+	ev, err := p.Next()
+	p.buf, p.r = buf, r
+	return ev, err
 }
 
 // checkHeader applies the rules that depend on the role, the negotiated
@@ -609,11 +584,6 @@ func (p *Protocol) AppendPendingClose(dst []byte) []byte {
 		return dst
 	}
 	return p.appendClose(dst, code, msg)
-}
-
-// Outgoing returns the queued Close frame (see AppendPendingClose), or nil.
-func (p *Protocol) Outgoing() []byte {
-	return p.AppendPendingClose(nil)
 }
 
 // canSendData reports whether data frames may still be sent: not after our

@@ -14,3 +14,5 @@ require (
 	github.com/gobwas/httphead v0.1.0 // indirect
 	github.com/klauspost/compress v1.17.9 // indirect
 )
+
+replace github.com/ovbus/ovbus/ws => ../../ws

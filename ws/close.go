@@ -1,0 +1,120 @@
+package ws
+
+import (
+	"errors"
+	"io"
+	"time"
+)
+
+// failRead answers a protocol violation with the close code the protocol
+// chose (RFC 6455 §7.1.7) and drops the connection.
+func (c *Conn) failRead(err error) error {
+	var pe *ProtocolError
+	if errors.As(err, &pe) {
+		c.writeClose(func(dst []byte) ([]byte, error) { return c.p.AppendPendingClose(dst), nil })
+		c.lingerClose()
+	}
+	return c.setReadErr(err)
+}
+
+// peerClosed echoes the peer's close frame (RFC 6455 §5.5.1) and closes the
+// TCP connection.
+func (c *Conn) peerClosed(code StatusCode, reason string) error {
+	c.closeRecvOnce.Do(func() { close(c.closeRecv) })
+	c.sendClose(code, "") // 1005 (no status) echoes as an empty close frame
+	c.closeNC()
+	return c.setReadErr(&CloseError{Code: code, Reason: reason})
+}
+
+// Close performs the closing handshake (RFC 6455 §7.1.2): it sends a close
+// frame with code and reason, waits up to the close timeout for the peer's
+// close frame, and closes the connection. It is safe to call more than once
+// and concurrently with reads and writes.
+func (c *Conn) Close(code StatusCode, reason string) error {
+	err := c.sendClose(code, reason)
+	if errors.Is(err, ErrClosed) {
+		c.closeNC()
+		return nil
+	}
+	if c.rmu.TryLock() {
+		// Nobody is reading: read until the peer's close frame arrives.
+		c.nc.SetReadDeadline(time.Now().Add(c.closeTimeout))
+		for {
+			if _, _, rerr := c.readInto(nil); rerr != nil {
+				break
+			}
+		}
+		c.rmu.Unlock()
+	} else {
+		// Another goroutine reads; it will see the peer's close or fail.
+		t := time.NewTimer(c.closeTimeout)
+		select {
+		case <-c.closeRecv:
+		case <-c.readDead:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	c.closeNC()
+	return err
+}
+
+// lingerClose closes the connection after failing it. Closing a socket
+// with unread input makes the kernel send a reset, and a reset can destroy
+// the close frame just written before the peer reads it: so shut down the
+// sending side, then read and discard what the peer still sends (the rest of
+// an oversize message, say) until it closes or the close timeout passes.
+func (c *Conn) lingerClose() {
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		c.nc.SetReadDeadline(time.Now().Add(min(c.closeTimeout, time.Second)))
+		io.Copy(io.Discard, io.LimitReader(c.nc, lingerLimit))
+	}
+	c.closeNC()
+}
+
+// lingerLimit bounds what lingerClose reads and throws away.
+const lingerLimit = 64 << 20
+
+// CloseNow drops the connection without a closing handshake.
+func (c *Conn) CloseNow() error {
+	return c.closeNC()
+}
+
+func (c *Conn) closeNC() error {
+	var err error
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		err = c.nc.Close()
+	})
+	return err
+}
+
+// sendClose writes one close frame; later calls return ErrClosed. A zero
+// code sends a close frame without a body.
+func (c *Conn) sendClose(code StatusCode, reason string) error {
+	return c.writeClose(func(dst []byte) ([]byte, error) { return c.p.AppendClose(dst, code, reason) })
+}
+
+func (c *Conn) writeClose(appendClose func([]byte) ([]byte, error)) error {
+	if c.closeSent.Swap(true) {
+		return ErrClosed
+	}
+	c.lockWrite()
+	defer c.unlockWrite()
+	if c.writeErr != nil {
+		return c.writeErr
+	}
+	c.nc.SetWriteDeadline(time.Now().Add(c.closeTimeout))
+	c.pmu.Lock()
+	var err error
+	c.wbuf, err = appendClose(c.flushCtrl(c.wbuf)) // buffered frames first
+	c.pmu.Unlock()
+	c.buffered.Store(false)
+	if err != nil {
+		c.wbuf = c.wbuf[:0]
+		return err
+	}
+	err = c.writeLocked(c.wbuf)
+	c.wbuf = c.wbuf[:0]
+	return err
+}

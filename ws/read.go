@@ -1,0 +1,233 @@
+package ws
+
+import (
+	"context"
+	"errors"
+	"io"
+	"slices"
+)
+
+// ReadMessage reads one whole message and returns its type (TextMessage or
+// BinaryMessage) and payload in a newly allocated slice.
+func (c *Conn) ReadMessage(ctx context.Context) (Opcode, []byte, error) {
+	return c.ReadMessageInto(ctx, nil)
+}
+
+// ReadMessageInto reads one whole message and appends its payload to buf. A
+// server that passes the same buffer each time reads without allocating.
+func (c *Conn) ReadMessageInto(ctx context.Context, buf []byte) (Opcode, []byte, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	stop, err := c.watchRead(ctx)
+	if err != nil {
+		return 0, buf, err
+	}
+	op, buf, err := c.readInto(buf)
+	return op, buf, stop(err)
+}
+
+func (c *Conn) readInto(buf []byte) (Opcode, []byte, error) {
+	if err := c.finishActiveRead(); err != nil {
+		return 0, buf, err
+	}
+	for {
+		if want := c.p.PayloadWanted(); want >= directReadMin && c.readErr == nil && len(c.pending) == 0 {
+			// The rest of a large frame: read it straight into buf, so
+			// that its bytes are copied once, by the read system call.
+			if cap(buf)-len(buf) < directReadMin {
+				// Grow as append would, by what is known to come.
+				buf = slices.Grow(buf, int(min(want, int64(max(len(buf), 2*c.readMin)))))
+			}
+			free := buf[len(buf):cap(buf)]
+			n, err := c.readNet(free[:min(int64(len(free)), want)])
+			if n > 0 {
+				ev, perr := c.p.ReceivePayload(free[:n])
+				if perr != nil {
+					return 0, buf, c.failRead(perr)
+				}
+				buf = buf[:len(buf)+n]
+				if ev.Fin {
+					return ev.Op, buf, nil
+				}
+				continue
+			}
+			if err != nil {
+				return 0, buf, err
+			}
+			continue
+		}
+		ev, err := c.nextEvent()
+		if err != nil {
+			return 0, buf, err
+		}
+		buf = append(buf, ev.Payload...)
+		if ev.Fin {
+			return ev.Op, buf, nil
+		}
+	}
+}
+
+// directReadMin is the least payload still to come for which ReadMessageInto
+// reads a frame's payload straight into the caller's buffer. Below it, a
+// read into the protocol's buffer, which may take the next frames along in
+// the same system call, is the better deal.
+const directReadMin = 8 << 10
+
+// Reader returns the next message as a stream: its type and a reader of its
+// payload, valid until the next read call. A message need not be read to the
+// end; the next read call discards what is left of it.
+func (c *Conn) Reader(ctx context.Context) (Opcode, io.Reader, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	stop, err := c.watchRead(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := c.finishActiveRead(); err != nil {
+		return 0, nil, stop(err)
+	}
+	ev, err := c.nextEvent()
+	if err != nil {
+		return 0, nil, stop(err)
+	}
+	stop(nil)
+	r := &messageReader{c: c, ctx: ctx, op: ev.Op, buf: ev.Payload, eof: ev.Fin}
+	c.activeRead = r
+	return ev.Op, r, nil
+}
+
+func (c *Conn) finishActiveRead() error {
+	r := c.activeRead
+	if r == nil {
+		return nil
+	}
+	c.activeRead = nil
+	for !r.eof {
+		ev, err := c.nextEvent()
+		if err != nil {
+			return err
+		}
+		r.eof = ev.Fin
+	}
+	return nil
+}
+
+// messageReader streams one message's payload.
+type messageReader struct {
+	c   *Conn
+	ctx context.Context
+	op  Opcode
+	buf []byte
+	eof bool
+}
+
+func (r *messageReader) Read(p []byte) (int, error) {
+	r.c.rmu.Lock()
+	defer r.c.rmu.Unlock()
+	for len(r.buf) == 0 {
+		if r.eof {
+			return 0, io.EOF
+		}
+		if r.c.activeRead != r {
+			return 0, errors.New("ws: read from a message reader after the next message was started")
+		}
+		stop, err := r.c.watchRead(r.ctx)
+		if err != nil {
+			return 0, err
+		}
+		ev, err := r.c.nextEvent()
+		if err = stop(err); err != nil {
+			return 0, err
+		}
+		r.buf, r.eof = ev.Payload, ev.Fin
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
+}
+
+// nextEvent returns the next data event, handling control frames on the way.
+func (c *Conn) nextEvent() (Event, error) {
+	if c.readErr != nil {
+		return Event{}, c.readErr
+	}
+	for {
+		if len(c.pending) > 0 {
+			c.p.Receive(c.pending)
+			c.pending = nil
+		}
+		ev, err := c.p.Next()
+		if err != nil {
+			return Event{}, c.failRead(err)
+		}
+		switch ev.Kind {
+		case EventMessage:
+			return ev, nil
+		case EventPing:
+			c.queuePong(ev.Payload)
+			if c.onPing != nil {
+				c.onPing(ev.Payload)
+			}
+			continue
+		case EventPong:
+			select {
+			case c.pongs <- struct{}{}:
+			default:
+			}
+			if c.onPong != nil {
+				c.onPong(ev.Payload)
+			}
+			continue
+		case EventClose:
+			return Event{}, c.peerClosed(ev.Code, ev.Reason)
+		}
+		// EventNone: the protocol needs more bytes. Read them straight
+		// into its buffer.
+		n, err := c.readNet(c.p.ReadBuffer(c.readMin))
+		if n > 0 {
+			c.p.Commit(n)
+			continue
+		}
+		if err != nil {
+			return Event{}, err
+		}
+	}
+}
+
+// readNet reads from the network into b. Frames buffered by BufferMessage
+// are written first: the read may wait, and the peer may be waiting for
+// them. An error other than a timeout ends the read side.
+func (c *Conn) readNet(b []byte) (int, error) {
+	if c.buffered.Load() {
+		c.flushBuffered()
+	}
+	var n int
+	var err error
+	if c.rio != nil {
+		n, err = c.rio.read(b)
+	} else {
+		n, err = c.nc.Read(b)
+	}
+	if err == nil || n > 0 {
+		return n, nil
+	}
+	if isTimeout(err) {
+		// A timeout leaves the stream intact; nothing was consumed.
+		return 0, err
+	}
+	if c.closed.Load() {
+		return 0, c.setReadErr(ErrClosed)
+	}
+	if errors.Is(err, io.EOF) {
+		err = &CloseError{Code: StatusAbnormalClosure, Reason: "connection closed without a close frame"}
+	}
+	return 0, c.setReadErr(err)
+}
+
+func (c *Conn) setReadErr(err error) error {
+	if c.readErr == nil {
+		c.readErr = err
+		close(c.readDead)
+	}
+	return err
+}

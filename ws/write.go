@@ -1,0 +1,412 @@
+package ws
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+)
+
+// WriteMessage writes one whole message of type TextMessage or BinaryMessage.
+// It compresses the message when permessage-deflate was negotiated and the
+// message is not smaller than the compression threshold. Frames buffered by
+// BufferMessage go out first, in the same system call. It returns after the
+// write: p is not retained.
+func (c *Conn) WriteMessage(ctx context.Context, op Opcode, p []byte) error {
+	if op != OpText && op != OpBinary {
+		return fmt.Errorf("ws: WriteMessage: opcode %v is not a data opcode", op)
+	}
+	stop, err := c.watchWrite(ctx)
+	if err != nil {
+		return err
+	}
+	c.lockWrite()
+	defer c.unlockWrite()
+	return stop(c.writeMessageLocked(op, p, false))
+}
+
+// BufferMessage is WriteMessage for a connection that answers what it reads
+// (an echo, a server answering pipelined requests): it encodes the message
+// into the connection's write buffer and returns without writing it, so that
+// the answers to everything one network read brought leave together, in one
+// system call. The buffered frames are written, in order:
+//
+//   - before a read method of this connection waits for the network (the
+//     peer may be waiting for them), whichever goroutine reads;
+//   - by Flush, and by every other write, ahead of its own frame;
+//   - at once, with this message, when the write buffer (WriteBufferSize
+//     in AcceptOptions and DialOptions) would be full; a large message is
+//     written at once.
+//
+// p is not retained. BufferMessage takes no context: a write it makes is
+// bounded by the write deadline only. A write that fails later is sticky: it
+// is reported by the next write call. Close sends the buffered frames before
+// its close frame; CloseNow drops them. Frames buffered while another
+// goroutine already waits in a read stay buffered until one of the above: in
+// that case call Flush.
+func (c *Conn) BufferMessage(op Opcode, p []byte) error {
+	if op != OpText && op != OpBinary {
+		return fmt.Errorf("ws: BufferMessage: opcode %v is not a data opcode", op)
+	}
+	c.lockWrite()
+	defer c.unlockWrite()
+	return c.writeMessageLocked(op, p, true)
+}
+
+// Flush writes the frames buffered by BufferMessage, if any.
+func (c *Conn) Flush(ctx context.Context) error {
+	if !c.buffered.Load() {
+		return nil
+	}
+	stop, err := c.watchWrite(ctx)
+	if err != nil {
+		return err
+	}
+	c.lockWrite()
+	defer c.unlockWrite()
+	return stop(c.flushLocked())
+}
+
+// vectoredWriteMin is the least payload that a server connection writes
+// with writev right behind its frame header instead of copying it into the
+// encode buffer.
+const vectoredWriteMin = 2 << 10
+
+// writeMessageLocked appends the message's frame to the buffered ones and
+// writes them all, or, with buffer set, leaves them buffered while they fit
+// in the write buffer. The caller holds wmu.
+func (c *Conn) writeMessageLocked(op Opcode, p []byte, buffer bool) error {
+	if err := c.writable(); err != nil {
+		return err
+	}
+	c.pmu.Lock()
+	dst := c.flushCtrl(c.wbuf)
+	var vec bool
+	var err error
+	if c.vectored && len(p) >= vectoredWriteMin && (!buffer || len(dst)+len(p)+MaxHeaderSize > c.wbufSize) {
+		// A plain server frame: the payload goes out as it is.
+		dst, vec, err = c.p.AppendMessageHeader(dst, op, len(p))
+	}
+	if !vec && err == nil {
+		dst, err = c.p.AppendMessage(dst, op, p)
+	}
+	c.pmu.Unlock()
+	c.wbuf = dst
+	if err != nil {
+		c.flushLocked() // what was buffered still goes out
+		return err
+	}
+	if buffer && !vec && len(c.wbuf) < c.wbufSize {
+		c.buffered.Store(true)
+		return nil
+	}
+	if vec {
+		err = c.writeVectored(c.wbuf, p)
+	} else {
+		err = c.writeLocked(c.wbuf)
+	}
+	c.wbuf = c.wbuf[:0]
+	c.buffered.Store(false)
+	return err
+}
+
+// flushLocked writes the buffered frames and the queued control frames; the
+// caller holds wmu. On a connection that can no longer write they are
+// dropped.
+func (c *Conn) flushLocked() error {
+	c.wbuf = c.flushCtrl(c.wbuf)
+	c.buffered.Store(false)
+	if len(c.wbuf) == 0 {
+		return nil
+	}
+	err := c.writable()
+	if err == nil {
+		err = c.writeLocked(c.wbuf)
+	}
+	c.wbuf = c.wbuf[:0]
+	return err
+}
+
+// flushBuffered has the frames buffered by BufferMessage written before the
+// reader waits: now if the write lock is free, else by its holder when it
+// lets the lock go (unlockWrite).
+func (c *Conn) flushBuffered() {
+	c.flushWanted.Store(true)
+	if c.tryLockWrite() {
+		c.unlockWrite()
+	}
+}
+
+// WritePrepared writes a message encoded once by NewPreparedMessage. A server
+// connection writes the prepared bytes as they are (their compressed form when
+// Compressed is true, see Protocol.PreparedFrame); a client connection must
+// mask its frames (RFC 6455 §5.3), so it encodes the message itself. ctx
+// bounds the write as in WriteMessage; a context that can never end (nil,
+// context.Background) costs nothing, and the write deadline still applies.
+func (c *Conn) WritePrepared(ctx context.Context, m *PreparedMessage) error {
+	return c.WritePreparedBatch(ctx, []*PreparedMessage{m})
+}
+
+// WritePreparedBatch writes many prepared messages with as few system calls
+// as the connection allows (one writev on a TCP connection). It is the write
+// path of a broadcast: no copy and no allocation per message. ctx is used as
+// in WritePrepared.
+func (c *Conn) WritePreparedBatch(ctx context.Context, ms []*PreparedMessage) error {
+	if c.role != RoleServer {
+		for _, m := range ms {
+			if err := c.WriteMessage(ctx, m.Op(), m.Payload()); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	stop, err := c.watchWrite(ctx)
+	if err != nil {
+		return err
+	}
+	c.lockWrite()
+	defer c.unlockWrite()
+	return stop(c.writePreparedLocked(ms))
+}
+
+// writePreparedLocked is WritePreparedBatch on a server; the caller holds
+// wmu.
+func (c *Conn) writePreparedLocked(ms []*PreparedMessage) error {
+	if err := c.writable(); err != nil {
+		return err
+	}
+	c.wbuf = c.flushCtrl(c.wbuf) // buffered frames and pongs first
+	c.buffered.Store(false)
+	bufs := c.bufs[:0]
+	if len(c.wbuf) > 0 {
+		bufs = append(bufs, c.wbuf)
+	}
+	c.pmu.Lock()
+	for _, m := range ms {
+		f, err := c.p.PreparedFrame(m)
+		if err != nil {
+			c.pmu.Unlock()
+			clear(bufs)
+			c.flushLocked() // what was buffered still goes out
+			return err
+		}
+		bufs = append(bufs, f)
+	}
+	c.pmu.Unlock()
+	c.bufs = bufs
+	if _, ok := c.nc.(*tls.Conn); ok {
+		// TLS seals each Write in its own records: one buffer is cheaper.
+		b := c.wbuf[:0]
+		for _, f := range bufs {
+			b = append(b, f...)
+		}
+		c.wbuf = b
+		clear(c.bufs)
+		err := c.writeLocked(b)
+		c.wbuf = c.wbuf[:0]
+		return err
+	}
+	err := c.writeBuffers(bufs)
+	clear(c.bufs) // let the frames go
+	c.wbuf = c.wbuf[:0]
+	if err != nil {
+		c.writeErr = err
+	}
+	return err
+}
+
+// writeBuffers writes bufs with writev; the caller holds wmu.
+func (c *Conn) writeBuffers(bufs net.Buffers) error {
+	if c.rio != nil {
+		return c.rio.writeBuffers(bufs)
+	}
+	// WriteTo consumes its receiver: give it a field (a local whose
+	// address is taken would be allocated on every call).
+	c.wv = bufs
+	_, err := c.wv.WriteTo(c.nc)
+	c.wv = nil
+	return err
+}
+
+// Ping sends a ping and waits for a pong or for ctx to end. Pongs are only
+// seen while some goroutine reads from the connection.
+func (c *Conn) Ping(ctx context.Context, payload []byte) error {
+	if len(payload) > 125 {
+		return errors.New("ws: ping payload longer than 125 bytes")
+	}
+	select { // forget a stale pong
+	case <-c.pongs:
+	default:
+	}
+	stop, err := c.watchWrite(ctx)
+	if err != nil {
+		return err
+	}
+	c.lockWrite()
+	err = c.writable()
+	if err == nil {
+		c.pmu.Lock()
+		c.wbuf = c.p.AppendPing(c.flushCtrl(c.wbuf), payload)
+		c.pmu.Unlock()
+		err = c.writeLocked(c.wbuf)
+		c.wbuf = c.wbuf[:0]
+		c.buffered.Store(false)
+	}
+	c.unlockWrite()
+	if err = stop(err); err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	select {
+	case <-c.pongs:
+		return nil
+	case <-c.closeRecv:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// queuePong answers a ping (RFC 6455 §5.5.2). The reader never waits for the
+// write lock: when a writer holds it, the pong goes out with that writer's
+// next frame or when it releases the lock (unlockWrite).
+func (c *Conn) queuePong(payload []byte) {
+	c.ctrlMu.Lock()
+	c.pmu.Lock()
+	// Only the latest pong matters (RFC 6455 §5.5.3 allows answering only
+	// the most recent ping).
+	c.ctrlQueued = c.p.AppendPong(c.ctrlQueued[:0], payload)
+	c.pmu.Unlock()
+	c.ctrlPending.Store(true)
+	c.ctrlMu.Unlock()
+	if c.tryLockWrite() {
+		c.unlockWrite()
+	}
+}
+
+// writeBufPool holds encode buffers, so that a connection holds one only
+// while it writes: idle connections cost no write buffer.
+var writeBufPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, 4096)
+	return &b
+}}
+
+// maxPooledWriteBuf is the largest buffer returned to writeBufPool; a larger
+// one, grown for a large message, is left to the garbage collector.
+const maxPooledWriteBuf = 4<<20 + MaxHeaderSize
+
+// lockWrite takes the write lock and an encode buffer (which holds the
+// frames buffered by BufferMessage, if any).
+func (c *Conn) lockWrite() {
+	c.wmu.Lock()
+	c.takeWbuf()
+}
+
+func (c *Conn) tryLockWrite() bool {
+	if !c.wmu.TryLock() {
+		return false
+	}
+	c.takeWbuf()
+	return true
+}
+
+func (c *Conn) takeWbuf() {
+	if c.wbufp != nil {
+		return // kept for buffered frames
+	}
+	c.wbufp = writeBufPool.Get().(*[]byte)
+	c.wbuf = (*c.wbufp)[:0]
+}
+
+// releaseWbuf returns the encode buffer to the pool unless it holds
+// buffered frames; the caller holds wmu.
+func (c *Conn) releaseWbuf() {
+	if c.wbufp == nil || len(c.wbuf) > 0 {
+		return
+	}
+	if cap(c.wbuf) <= maxPooledWriteBuf {
+		*c.wbufp = c.wbuf[:0]
+		writeBufPool.Put(c.wbufp)
+	}
+	c.wbuf, c.wbufp = nil, nil
+}
+
+// unlockWrite releases the write lock after sending any control frame that
+// was queued while it was held, and the buffered frames if the reader asked
+// for them (flushBuffered). The check after the release closes the gap in
+// which a reader queued a pong or asked for a flush and failed to take the
+// lock just before the writer let it go.
+func (c *Conn) unlockWrite() {
+	for {
+		if c.ctrlPending.Load() || c.flushWanted.Load() {
+			c.flushWanted.Store(false)
+			// On a connection that can no longer write, flushing just
+			// drops the frames.
+			c.flushLocked()
+		}
+		c.releaseWbuf()
+		c.wmu.Unlock()
+		if (!c.ctrlPending.Load() && !c.flushWanted.Load()) || !c.tryLockWrite() {
+			return
+		}
+	}
+}
+
+// flushCtrl appends queued control frames to dst. The caller holds wmu.
+func (c *Conn) flushCtrl(dst []byte) []byte {
+	c.ctrlMu.Lock()
+	if len(c.ctrlQueued) > 0 {
+		dst = append(dst, c.ctrlQueued...)
+		c.ctrlQueued = c.ctrlQueued[:0]
+	}
+	c.ctrlPending.Store(false)
+	c.ctrlMu.Unlock()
+	return dst
+}
+
+func (c *Conn) writable() error {
+	if c.writeErr != nil {
+		return c.writeErr
+	}
+	if c.closeSent.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// writeLocked writes b to the connection; the caller holds wmu. A failed
+// write is sticky: part of a frame may have gone out.
+func (c *Conn) writeLocked(b []byte) error {
+	var err error
+	if c.rio != nil {
+		err = c.rio.write(b)
+	} else {
+		_, err = c.nc.Write(b)
+	}
+	if err != nil {
+		if c.closed.Load() {
+			err = ErrClosed
+		}
+		c.writeErr = err
+	}
+	return err
+}
+
+// writeVectored writes a and then b with one writev (c.vectored); the caller
+// holds wmu.
+func (c *Conn) writeVectored(a, b []byte) error {
+	c.bufs = append(c.bufs[:0], a, b)
+	err := c.writeBuffers(c.bufs)
+	clear(c.bufs)
+	if err != nil {
+		if c.closed.Load() {
+			err = ErrClosed
+		}
+		c.writeErr = err
+	}
+	return err
+}
