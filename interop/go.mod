@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/chromedp/chromedp v0.23.1
+	github.com/ovbus/ovbus v0.0.0
 	github.com/ovbus/ovbus/ws v0.0.0
 )
 
@@ -24,4 +25,7 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-replace github.com/ovbus/ovbus/ws => ../ws
+replace (
+	github.com/ovbus/ovbus => ../
+	github.com/ovbus/ovbus/ws => ../ws
+)
