@@ -348,7 +348,7 @@ func TestMonitorAuth(t *testing.T) {
 	})
 
 	r.open(1024, 768)
-	r.wait("the token dialog", `document.getElementById("login").open && document.getElementById("status").textContent === "no access"`)
+	r.wait("the token dialog", `document.getElementById("login").open && document.getElementById("status").dataset.state === "denied"`)
 	c.send(t, `{"type":"gui.before","data":{},"context":{}}`)
 	c.waitSeen(t, "gui.before") // relayed: a page with access would have it now
 	if n := eval[int](r, `document.querySelectorAll("#messages tbody tr").length + Number(document.getElementById("msg-count").textContent)`); n != 0 {
@@ -369,6 +369,24 @@ func TestMonitorAuth(t *testing.T) {
 	}
 	r.click(`.tabs button[data-tab="clients"]`)
 	r.wait("the clients note", `!document.getElementById("clients-note").hidden`)
+}
+
+// TestMonitorCutAndReconnect: a page whose follower falls behind the bus's
+// queue bounds is cut like a slow client, says so, and reconnects.
+func TestMonitorCutAndReconnect(t *testing.T) {
+	r := newMonitorRig(t, bus.Options{MaxQueueMessages: 2}, monitor.Options{})
+	r.open(1024, 768)
+	r.wait("the page to connect", `document.getElementById("status").textContent === "live"`)
+	stopFlood := repeat(t, time.Millisecond, func(int) {
+		for range 100 {
+			r.bus.EmitRaw(ws.OpText, []byte(`{"type":"burst","data":{}}`))
+		}
+	})
+	r.wait("the page to say it was cut", `document.getElementById("status").textContent.includes("fell behind the bus and was cut")`)
+	stopFlood()
+	r.wait("the page to reconnect", `document.getElementById("status").textContent === "live"`)
+	r.bus.EmitRaw(ws.OpText, []byte(`{"type":"after.reconnect","data":{}}`))
+	r.wait("messages again", rowJS("after.reconnect"))
 }
 
 // TestMonitorAtHighRate: at 5 000 messages per second the page stays

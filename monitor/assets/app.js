@@ -20,7 +20,7 @@ const st = {
   rowOf: new WeakMap(),
   selected: null,
   sessionsSeen: new Set(),
-  received: 0,
+  received: 0, // messages the token may receive, since the page opened (the list may show a sample)
   recent: [], // [{at, total, skipped}] of the last batches, for the sampling note
   nextID: 1,
   sends: new Map(),
@@ -65,7 +65,7 @@ function connect() {
     st.ws = null;
     for (const id of st.sends.keys()) onSent({ id, ok: false, error: "the connection to the monitor was lost" });
     if (denied) {
-      setStatus("denied", "no access");
+      setStatus("denied", "no access — click to enter a token");
       showLogin(denied);
       return;
     }
@@ -102,11 +102,17 @@ function setStatus(state, text) {
 
 function showLogin(error) {
   const had = sessionStorage.getItem(TOKEN_KEY);
-  $("login-error").textContent = had ? `The token was refused: ${error}.` : "";
+  $("login-error").textContent = had && error ? `The token was refused: ${error}.` : "";
   const d = $("login");
   if (!d.open) d.showModal();
   $("login-token").focus();
 }
+
+// After a refusal the status badge opens the token dialog again (Escape
+// closes it).
+$("status").addEventListener("click", () => {
+  if ($("status").dataset.state === "denied") showLogin("");
+});
 
 $("login-form").addEventListener("submit", () => {
   sessionStorage.setItem(TOKEN_KEY, $("login-token").value);
@@ -119,7 +125,7 @@ $("login-form").addEventListener("submit", () => {
 function onBatch(m) {
   const now = Date.now();
   st.rates.add(now, m.counts || {});
-  st.received += m.rows.length;
+  st.received += m.total;
   st.recent.push({ at: now, total: m.total, skipped: m.skipped });
   while (st.recent.length && st.recent[0].at < now - 1000) st.recent.shift();
   for (const r of m.rows) {
