@@ -72,17 +72,29 @@ func (m *Monitor) serveWS(w http.ResponseWriter, r *http.Request) {
 		m.log.Debug("Monitor handshake failed", "remote", r.RemoteAddr, "error", err)
 		return
 	}
+	m.mu.Lock() // against Shutdown: no page starts once it waits for them
+	if m.ctx.Err() != nil {
+		m.mu.Unlock()
+		conn.Close(ws.StatusGoingAway, "shutting down")
+		return
+	}
 	m.pages.Add(1)
+	m.mu.Unlock()
 	defer m.pages.Done()
 	p := &page{m: m, conn: conn, remote: r.RemoteAddr, sends: make(chan struct{}, maxPageSends)}
 	ctx, cancel := context.WithCancel(m.ctx)
 	defer cancel()
-	if !p.greet(ctx) {
+	if !p.authorize(ctx) {
+		return
+	}
+	// Follow before the welcome: a page that has it misses nothing relayed
+	// afterwards.
+	f := m.bus.Follow(bus.FollowOptions{Name: "monitor " + r.RemoteAddr})
+	defer f.Close()
+	if p.write(ctx, p.welcome()) != nil {
 		return
 	}
 	m.log.Info("Monitor page connected", "remote", p.remote, "token", tokenName(p.perm))
-	f := m.bus.Follow(bus.FollowOptions{Name: "monitor " + r.RemoteAddr})
-	defer f.Close()
 
 	p.followDone = make(chan struct{})
 	go func() {
@@ -120,9 +132,9 @@ func (m *Monitor) serveWS(w http.ResponseWriter, r *http.Request) {
 	conn.Close(code, reason)
 }
 
-// greet reads the page's hello and answers it; false means the page was
-// refused (and told why) or is gone.
-func (p *page) greet(ctx context.Context) bool {
+// authorize reads the page's hello and checks its token; false means the
+// page was refused (and told why) or is gone.
+func (p *page) authorize(ctx context.Context) bool {
 	hctx, cancel := context.WithTimeout(ctx, helloTimeout)
 	defer cancel()
 	op, b, err := p.conn.ReadMessage(hctx)
@@ -147,6 +159,12 @@ func (p *page) greet(ctx context.Context) bool {
 	o := p.m.opts
 	perBatch := func(perSecond int) int { return max(1, int(int64(perSecond)*int64(o.Interval)/int64(time.Second))) }
 	p.smp = newSampler(perm, perBatch(o.RowsPerSecond), o.MaxPayload, perBatch(o.BytesPerSecond))
+	return true
+}
+
+// welcome answers the hello of an authorized page.
+func (p *page) welcome() welcome {
+	o := p.m.opts
 	wel := welcome{
 		T:             "hello",
 		Auth:          p.m.bus.Live().Auth.Enabled(),
@@ -154,10 +172,10 @@ func (p *page) greet(ctx context.Context) bool {
 		RowsPerSecond: o.RowsPerSecond,
 		IntervalMS:    o.Interval.Milliseconds(),
 	}
-	if perm != nil {
-		wel.Token, wel.Receive, wel.Emit = perm.Name, perm.Receive, perm.Emit
+	if p.perm != nil {
+		wel.Token, wel.Receive, wel.Emit = p.perm.Name, p.perm.Receive, p.perm.Emit
 	}
-	return p.write(ctx, wel) == nil
+	return wel
 }
 
 func tokenName(p *bus.Permissions) string {
