@@ -548,6 +548,11 @@ func TestLoopbackOnly(t *testing.T) {
 	if r := get("rebound.example:9182", nil); r.StatusCode != http.StatusForbidden {
 		t.Errorf("Host rebound.example: %s, want 403", r.Status)
 	}
+	for _, host := range []string{"localhost:9182", "[::1]:9182", "127.0.0.2"} {
+		if r := get(host, nil); r.StatusCode != http.StatusOK {
+			t.Errorf("Host %s: %s, want 200", host, r.Status)
+		}
+	}
 	r := get(strings.TrimPrefix(hs.URL, "http://"), nil)
 	if r.StatusCode != http.StatusOK || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/html") ||
 		!strings.Contains(r.Header.Get("Content-Security-Policy"), "default-src 'self'") {
