@@ -127,7 +127,6 @@ function onBatch(m) {
   st.rates.add(now, m.counts || {});
   st.received += m.total;
   st.recent.push({ at: now, total: m.total, skipped: m.skipped });
-  while (st.recent.length && st.recent[0].at < now - 1000) st.recent.shift();
   for (const r of m.rows) {
     if (r.session && !st.sessionsSeen.has(r.session) && st.sessionsSeen.size < 500) {
       st.sessionsSeen.add(r.session);
@@ -265,6 +264,8 @@ function notes() {
     parts.push(`${st.view.dropped} older message${st.view.dropped === 1 ? "" : "s"} dropped from the view (it keeps the newest ${VIEW_ROWS}, and ${PENDING_ROWS} while paused).`);
   }
   $("view-note").innerHTML = parts.join(" ");
+  const now = Date.now();
+  while (st.recent.length && st.recent[0].at < now - 1000) st.recent.shift();
   let total = 0, skipped = 0;
   for (const b of st.recent) {
     total += b.total;

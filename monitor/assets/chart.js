@@ -19,7 +19,7 @@ export function drawChart(canvas, series, legend) {
   const left = 44, right = 6, top = 6, bottom = 18;
   const pw = w - left - right, ph = h - top - bottom;
   const n = series.seconds || 60;
-  const ymax = niceCeil(Math.max(1, ...series.lines.map((l) => Math.max(0, ...l.values))));
+  const ymax = 4 * niceStep(Math.max(1, ...series.lines.map((l) => Math.max(0, ...l.values))) / 4);
 
   g.font = "11px system-ui, sans-serif";
   g.fillStyle = "#6a7383";
@@ -86,9 +86,12 @@ export function drawChart(canvas, series, legend) {
   });
 }
 
-function niceCeil(v) {
+// niceStep returns the grid step at or above v: 1, 1.5, 2, 2.5, 3, 4, 5, 6
+// or 8 times a power of ten, and at least 1 (counts are whole).
+function niceStep(v) {
+  if (v <= 1) return 1;
   const p = Math.pow(10, Math.floor(Math.log10(v)));
-  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
+  for (const m of [1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10]) if (m * p >= v) return m * p;
   return 10 * p;
 }
 
