@@ -33,6 +33,9 @@
 //
 // # Never slowing the bus
 //
+// At most Options.MaxPages pages (16) are open at once; more are refused
+// with 503.
+//
 // Each open page is one bus.Follower of the log, bounded like a client
 // (the bus's max_queue_messages and max_queue_bytes) and cut like a slow
 // client when it falls behind: the page then says so and reconnects. The

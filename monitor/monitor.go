@@ -21,6 +21,8 @@ const (
 	DefaultRowsPerSecond = 500
 	DefaultInterval      = 200 * time.Millisecond
 	DefaultMaxPayload    = 64 << 10
+	// DefaultMaxPages bounds the pages open at once.
+	DefaultMaxPages = 16
 	// DefaultBytesPerSecond bounds the payload bytes a page gets per second
 	// (beyond it, rows carry the first 512 bytes of their message).
 	DefaultBytesPerSecond = 2 << 20
@@ -50,6 +52,9 @@ type Options struct {
 	// BytesPerSecond bounds the payload bytes a page gets per second; 0
 	// means DefaultBytesPerSecond.
 	BytesPerSecond int
+	// MaxPages bounds the pages open at once (each is a follower of the
+	// log); more are refused with 503. 0 means DefaultMaxPages.
+	MaxPages int
 	// Logger receives the monitor's log lines; nil discards them.
 	Logger *slog.Logger
 }
@@ -67,6 +72,9 @@ func (o Options) withDefaults() Options {
 	if o.BytesPerSecond <= 0 {
 		o.BytesPerSecond = DefaultBytesPerSecond
 	}
+	if o.MaxPages <= 0 {
+		o.MaxPages = DefaultMaxPages
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -83,7 +91,8 @@ type Monitor struct {
 
 	ctx    context.Context // cancelled by Shutdown: every page ends
 	cancel context.CancelFunc
-	pages  sync.WaitGroup
+	pages  sync.WaitGroup // the open pages
+	open   int            // how many, under mu
 
 	mu sync.Mutex
 	hs *http.Server

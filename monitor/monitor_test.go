@@ -607,3 +607,31 @@ func TestSamplerByteBudget(t *testing.T) {
 		t.Errorf("payload sizes %v: want two whole rows, then %d bytes once 1500 are used", sizes, shortPayload)
 	}
 }
+
+// TestMaxPages: pages beyond MaxPages are refused with 503 until one goes.
+func TestMaxPages(t *testing.T) {
+	s := startBus(t, bus.Options{})
+	_, hs := startMonitor(t, s, Options{MaxPages: 1})
+	first := openPage(t, hs, "")
+	first.welcomed(t)
+	url := "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws"
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	_, _, err := ws.Dial(ctx, url, nil)
+	var de *ws.DialError
+	if !errors.As(err, &de) || de.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a second page: %v, want 503", err)
+	}
+	first.c.Close(ws.StatusNormalClosure, "")
+	for { // the first page's end is seen by the monitor soon after
+		c, _, err := ws.Dial(ctx, url, nil)
+		if err == nil {
+			c.CloseNow()
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no page accepted after the first closed: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval
+	}
+}

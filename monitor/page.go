@@ -61,6 +61,11 @@ type ending struct {
 }
 
 func (m *Monitor) serveWS(w http.ResponseWriter, r *http.Request) {
+	if !m.addPage() {
+		http.Error(w, "too many monitor pages are open, or the monitor is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	defer m.donePage()
 	// CheckOrigin nil: same origin only, so no other site can read the bus
 	// through a browser that has this page's address.
 	conn, err := ws.Accept(w, r, &ws.AcceptOptions{
@@ -72,15 +77,6 @@ func (m *Monitor) serveWS(w http.ResponseWriter, r *http.Request) {
 		m.log.Debug("Monitor handshake failed", "remote", r.RemoteAddr, "error", err)
 		return
 	}
-	m.mu.Lock() // against Shutdown: no page starts once it waits for them
-	if m.ctx.Err() != nil {
-		m.mu.Unlock()
-		conn.Close(ws.StatusGoingAway, "shutting down")
-		return
-	}
-	m.pages.Add(1)
-	m.mu.Unlock()
-	defer m.pages.Done()
 	p := &page{m: m, conn: conn, remote: r.RemoteAddr, sends: make(chan struct{}, maxPageSends)}
 	ctx, cancel := context.WithCancel(m.ctx)
 	defer cancel()
@@ -130,6 +126,26 @@ func (m *Monitor) serveWS(w http.ResponseWriter, r *http.Request) {
 		p.write(context.Background(), e)
 	}
 	conn.Close(code, reason)
+}
+
+// addPage counts a new page in, unless MaxPages are open or Shutdown has
+// begun (it waits for the pages counted in).
+func (m *Monitor) addPage() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ctx.Err() != nil || m.open >= m.opts.MaxPages {
+		return false
+	}
+	m.open++
+	m.pages.Add(1)
+	return true
+}
+
+func (m *Monitor) donePage() {
+	m.mu.Lock()
+	m.open--
+	m.mu.Unlock()
+	m.pages.Done()
 }
 
 // authorize reads the page's hello and checks its token; false means the
