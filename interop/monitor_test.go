@@ -275,6 +275,15 @@ func TestMonitorPage(t *testing.T) {
 	r.click(`#messages tbody tr[data-type="test.hello"]`)
 	r.wait("the message's JSON", `(document.getElementById("detail-json") || {}).textContent?.includes('"greeting": "hi there"')`)
 
+	// Binary and non-JSON frames are labelled.
+	ctx, cancel := context.WithTimeout(context.Background(), pageWait)
+	defer cancel()
+	if err := alice.c.WriteMessage(ctx, ws.OpBinary, []byte{0xde, 0xad, 0xbe, 0xef}); err != nil {
+		t.Fatal(err)
+	}
+	alice.send(t, "plain text, not JSON")
+	r.wait("the labels", `(() => { const k = Array.from(document.querySelectorAll("#messages .kind"), (b) => b.textContent); return k.includes("binary") && k.includes("not JSON"); })()`)
+
 	// Filters hide it and show it again.
 	r.input("f-exclude", "test.*")
 	r.wait("the exclude filter to hide it", `!`+rowJS("test.hello"))
