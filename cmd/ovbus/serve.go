@@ -148,7 +148,6 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			srv.Shutdown(context.Background())
 			return 1
 		}
-		defer mon.Shutdown(context.Background()) // done below; this covers an early return
 		attrs = append(attrs, "monitor", "http://"+mon.Addr().String()+"/")
 		if cfg.MonitorAllowRemote && !cfg.Bus.Auth.Enabled() {
 			logger.Warn("The monitor is open to other machines and the bus has no auth: whoever reaches it sees and sends every message", "address", cfg.MonitorAddress)
