@@ -100,6 +100,9 @@ type Options struct {
 	// The zero value allows everything.
 	Auth Auth
 
+	// Sequencer, when set, orders the frames that passed the rules (see Sequencer); fixed at New.
+	Sequencer Sequencer
+
 	// Logger receives the bus's log lines; nil means slog.Default() with the
 	// attribute logger=bus.
 	Logger *slog.Logger
