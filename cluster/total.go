@@ -1,0 +1,137 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ovbus/ovbus/ws"
+)
+
+// Order "total": the stream is the sequencer. Sequence publishes each frame
+// the bus accepted to it; every node consumes the stream in order and
+// publishes what it reads into its log, its own frames included, so every
+// client on every node sees the stream's order.
+
+// stallWait is how long Sequence waits for room among the frames in flight
+// before it gives up on crossing that frame.
+const stallWait = 20 * time.Millisecond
+
+// Sequence is the bus's Sequencer: it runs on the sender's reader goroutine
+// for every frame that passed the bus's rules. With the link up it hands
+// the frame to the stream (asynchronously; MaxInflight bound it). With the
+// link down, or with MaxInflight frames already in flight, the frame goes
+// into this node's log at once, for this node's clients only, and is counted
+// as dropped ("link_down", "backpressure"): a node cut off from the others
+// keeps working as a bus of its own.
+func (n *Node) Sequence(op ws.Opcode, payload []byte) {
+	if !n.up.Load() || n.closing.Load() {
+		n.localOnly(op, payload, "link_down")
+		return
+	}
+	m := &nats.Msg{Subject: n.subject, Header: n.header(op), Data: payload}
+	if _, err := n.js.PublishMsgAsync(m, jetstream.WithStallWait(stallWait)); err != nil {
+		reason := "backpressure"
+		if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			reason = "link_down"
+			n.probeSoon()
+		}
+		n.localOnly(op, payload, reason)
+		return
+	}
+	n.m.outMsgs.Inc()
+	n.m.outBytes.Add(float64(len(payload)))
+}
+
+// localOnly delivers a frame that cannot cross to this node's clients.
+func (n *Node) localOnly(op ws.Opcode, payload []byte, reason string) {
+	n.lost("out", reason, 1)
+	if b := n.bus.Load(); b != nil {
+		b.Publish(op, payload, "")
+	}
+}
+
+// publishFailed is called for a frame the stream did not confirm. With no
+// stream to answer it was not stored: it goes to this node's clients, late.
+// After a timeout it may or may not have been stored (and then reaches every
+// node, this one included, once the link is back); it is counted either way.
+func (n *Node) publishFailed(_ jetstream.JetStream, m *nats.Msg, err error) {
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+		op, _, _ := fromHeader(m.Header)
+		n.localOnly(op, m.Data, "no_stream")
+		return
+	}
+	n.lost("out", "unconfirmed", 1)
+}
+
+// ensureConsumer creates the stream (every node asks for the same; the
+// first one creates it, the others find it) and this node's ordered
+// consumer, once.
+func (n *Node) ensureConsumer() error {
+	n.mu.Lock()
+	have := n.consumer != nil
+	n.mu.Unlock()
+	if have {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, 3*time.Second)
+	defer cancel()
+	cfg := jetstream.StreamConfig{
+		Name:        n.stream,
+		Description: "ovbus cluster " + n.o.Name + ": the order every node's clients see",
+		Subjects:    []string{n.subject},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.MemoryStorage,
+		Discard:     jetstream.DiscardOld,
+		MaxAge:      n.o.StreamMaxAge,
+		MaxBytes:    n.o.StreamMaxBytes,
+		MaxMsgSize:  int32(n.o.MaxMsgSize + headerRoom),
+		Replicas:    n.o.Replicas,
+		Duplicates:  min(n.o.StreamMaxAge, 10*time.Second),
+	}
+	s, err := n.js.CreateOrUpdateStream(ctx, cfg)
+	if err != nil {
+		return errors.New("stream " + n.stream + ": " + shortErr(err))
+	}
+	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy})
+	if err != nil {
+		return errors.New("consumer: " + shortErr(err))
+	}
+	cc, err := c.Consume(n.consume,
+		jetstream.PullMaxMessages(1024),
+		jetstream.PullExpiry(5*time.Second),
+		jetstream.PullHeartbeat(time.Second),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if !n.closing.Load() {
+				n.log.Debug("Cluster: consumer", "error", err)
+			}
+		}))
+	if err != nil {
+		return errors.New("consumer: " + shortErr(err))
+	}
+	n.mu.Lock()
+	n.consumer = cc
+	n.mu.Unlock()
+	return nil
+}
+
+// consume runs for each message of the stream, in the stream's order, on
+// one goroutine. A jump in the stream's sequence means the messages between
+// were discarded (the stream's age or byte limit) before this node read
+// them: it fell behind and they are counted.
+func (n *Node) consume(msg jetstream.Msg) {
+	if md, err := msg.Metadata(); err == nil {
+		seq := md.Sequence.Stream
+		n.mu.Lock()
+		last := n.lastSeq
+		n.lastSeq = seq
+		n.mu.Unlock()
+		if last != 0 && seq > last+1 {
+			n.lost("in", "behind", int(seq-last-1))
+		}
+	}
+	n.deliver(msg.Data(), msg.Headers())
+}
