@@ -30,6 +30,7 @@ const (
 
 // Built-in values for zero Options fields.
 const (
+	DefaultName           = "ovbus"
 	DefaultStreamMaxAge   = time.Minute
 	DefaultStreamMaxBytes = 64 << 20
 	DefaultMaxInflight    = 4096
@@ -46,7 +47,7 @@ const (
 type Options struct {
 	// Name is the cluster's name: nodes with the same name form one bus. It
 	// prefixes the NATS subjects and names the JetStream stream, so it is
-	// one token of letters, digits, '-' and '_'.
+	// one token of letters, digits, '-' and '_'. Default DefaultName.
 	Name string
 	// NodeName tags the frames this node's clients send (a NATS header,
 	// never in the frame) and names the embedded server. Every node of a
@@ -119,8 +120,22 @@ type Options struct {
 // External reports whether the node connects to an existing NATS.
 func (o *Options) External() bool { return o.NATSURL != "" }
 
+// Enabled reports whether the options ask for a cluster at all: NATSURL,
+// Listen or Routes is set. Clustering is off by default.
+func (o *Options) Enabled() bool { return o.NATSURL != "" || o.Listen != "" || len(o.Routes) > 0 }
+
+// Defaults returns the options with the built-in values that do not depend
+// on others: what a configuration shows for keys no layer set. (NodeName,
+// Replicas and StreamMaxBytes stay 0: they are derived at New.)
+func Defaults() Options {
+	return Options{Name: DefaultName, Order: OrderTotal, StreamMaxAge: DefaultStreamMaxAge, MaxInflight: DefaultMaxInflight}
+}
+
 // withDefaults returns a copy of o with every zero field set.
 func (o Options) withDefaults() Options {
+	if o.Name == "" {
+		o.Name = DefaultName
+	}
 	if o.Order == "" {
 		o.Order = OrderTotal
 	}
@@ -205,7 +220,7 @@ func keyErr(msg string, keys ...string) error { return &KeyError{Keys: keys, Msg
 // *KeyError values naming the websocket.cluster keys at fault.
 func (o *Options) Validate() error {
 	var errs []error
-	if !validName(o.Name) {
+	if o.Name != "" && !validName(o.Name) {
 		errs = append(errs, keyErr(fmt.Sprintf("expected a name of letters, digits, '-' and '_' (at most 64), got %q", o.Name), "cluster.name"))
 	}
 	if o.NodeName != "" && !validName(o.NodeName) {

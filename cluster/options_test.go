@@ -19,7 +19,7 @@ func TestValidateNamesTheKeys(t *testing.T) {
 		{"neither", func(o *Options) { o.Listen = "" }, "cluster.nats_url, cluster.listen"},
 		{"routes without listen", func(o *Options) { o.Listen = ""; o.Routes = []string{"nats://b:6222"} }, "cluster.listen, cluster.routes"},
 		{"bad name", func(o *Options) { o.Name = "a.b" }, "cluster.name"},
-		{"no name", func(o *Options) { o.Name = "" }, "cluster.name"},
+		{"no name: the default", func(o *Options) { o.Name = "" }, ""},
 		{"bad order", func(o *Options) { o.Order = "causal" }, "cluster.order"},
 		{"bad route", func(o *Options) { o.Routes = []string{"b:6222"} }, "cluster.routes"},
 		{"bad listen", func(o *Options) { o.Listen = "6222" }, "cluster.listen"},
