@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -61,10 +62,10 @@ func startEmbedded(o *Options) (*embedded, error) {
 		MaxPayload:    payload,
 		MaxPending:    max(64<<20, 4*int64(payload)),
 		Cluster: server.ClusterOpts{
-			Name:        "ovbus-" + o.Name,
-			Host:        host,
-			Port:        port,
-			NoAdvertise: o.NoAdvertise,
+			Name:      "ovbus-" + o.Name,
+			Host:      host,
+			Port:      port,
+			Advertise: o.Advertise,
 		},
 		Routes:             routes,
 		JetStream:          o.Order == OrderTotal,
@@ -93,8 +94,8 @@ func startEmbedded(o *Options) (*embedded, error) {
 	return e, nil
 }
 
-// routes reports how many other nodes the server has a route to.
-func (e *embedded) routes() int { return e.srv.NumRoutes() }
+// peers reports how many other nodes the server has routes to.
+func (e *embedded) peers() int { return e.srv.NumRemotes() }
 
 // shutdown stops the server (stepping down the stream leaders it holds,
 // so that the others elect new ones at once) and removes a temporary store.
@@ -125,9 +126,34 @@ func (s *serverLog) fatal() error {
 	return s.fatalEr
 }
 
+// quiet are nats-server lines that repeat while a peer is away, or say
+// what the node's own link state already says: DEBUG, not WARNING/ERROR
+// (the node logs each change of its link once).
+var quiet = []string{
+	"Error trying to connect to route",
+	"Waiting for routing to be established",
+	"JetStream has not established contact with a meta leader",
+	"Maximum payloads over",
+	"JetStream cluster no metadata leader",
+	"Healthcheck failed",
+	"RAFT [",
+	"is not current",
+}
+
+func (s *serverLog) at(level slog.Level, format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	for _, q := range quiet {
+		if strings.Contains(msg, q) {
+			level = slog.LevelDebug
+			break
+		}
+	}
+	s.l.Log(context.Background(), level, msg)
+}
+
 func (s *serverLog) Noticef(format string, v ...any) { s.l.Debug(fmt.Sprintf(format, v...)) }
-func (s *serverLog) Warnf(format string, v ...any)   { s.l.Warn(fmt.Sprintf(format, v...)) }
-func (s *serverLog) Errorf(format string, v ...any)  { s.l.Error(fmt.Sprintf(format, v...)) }
+func (s *serverLog) Warnf(format string, v ...any)   { s.at(slog.LevelWarn, format, v...) }
+func (s *serverLog) Errorf(format string, v ...any)  { s.at(slog.LevelError, format, v...) }
 func (s *serverLog) Debugf(format string, v ...any)  {}
 func (s *serverLog) Tracef(format string, v ...any)  {}
 func (s *serverLog) Fatalf(format string, v ...any) {

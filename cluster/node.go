@@ -42,7 +42,8 @@ type Node struct {
 	emb     *embedded // nil with an external NATS
 	nc      *nats.Conn
 	js      jetstream.JetStream // order total
-	subject string
+	subject string              // where the node publishes its frames
+	ordered string              // order total: where the stream republishes them
 	stream  string
 	m       *metrics
 
@@ -63,10 +64,9 @@ type Node struct {
 	fwdDone   chan struct{}
 
 	mu       sync.Mutex
-	consumer jetstream.ConsumeContext
-	sub      *nats.Subscription
-	lastSeq  uint64 // the last stream sequence consumed (order total)
-	dropped  int    // the subscription's drops already counted (order sender)
+	sub      *nats.Subscription // the other nodes' frames (sender), the stream's (total)
+	lastSeq  uint64             // the last stream sequence received (order total)
+	dropped  int                // the subscription's drops already counted (order sender)
 	lossLog  map[string]time.Time
 	closedC  chan struct{}
 	stateLog string
@@ -87,6 +87,7 @@ func New(opts Options) (*Node, error) {
 		o:       o,
 		log:     o.Logger,
 		subject: "ovbus." + o.Name + "." + string(o.Order),
+		ordered: "ovbus." + o.Name + ".ordered",
 		stream:  "OVBUS_" + o.Name,
 		m:       newMetrics(),
 		lossLog: make(map[string]time.Time),
@@ -308,14 +309,24 @@ func (n *Node) probe() {
 	}
 	if n.o.Order == OrderSender {
 		n.countSubDrops()
-		if n.emb != nil && n.emb.routes() == 0 {
+		if n.emb != nil && n.emb.peers() == 0 {
 			n.setState(false, "no route to another node")
 			return
 		}
 		n.setState(true, n.upDetail())
 		return
 	}
-	if err := n.ensureConsumer(); err != nil {
+	if n.emb != nil && n.o.Replicas > 1 {
+		// A node cut off from the majority of the stream's copies cannot
+		// have frames stored: say so at once rather than after the stream
+		// leader notices (up to 10 s).
+		if nodes, need := n.emb.peers()+1, n.o.Replicas/2+1; nodes < need {
+			n.setState(false, fmt.Sprintf("%d of the %d nodes the stream needs are reachable", nodes, need))
+			return
+		}
+	}
+	n.countSubDrops()
+	if err := n.ensureStream(); err != nil {
 		n.setState(false, err.Error())
 		return
 	}
@@ -335,7 +346,7 @@ func (n *Node) probe() {
 func (n *Node) upDetail() string {
 	d := "order " + string(n.o.Order)
 	if n.emb != nil {
-		d += ", " + strconv.Itoa(n.emb.routes()) + " routes"
+		d += ", " + strconv.Itoa(n.emb.peers()) + " peers"
 	} else {
 		d += ", " + n.nc.ConnectedUrlRedacted()
 	}
@@ -445,11 +456,6 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	}
 	n.cancel()
 	n.wg.Wait()
-	n.mu.Lock()
-	if n.consumer != nil {
-		n.consumer.Stop()
-	}
-	n.mu.Unlock()
 	if err := n.nc.Drain(); err == nil {
 		select {
 		case <-n.closedC:

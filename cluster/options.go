@@ -78,9 +78,10 @@ type Options struct {
 	Listen string
 	// Routes are the other nodes' Listen addresses, as nats://host:port.
 	Routes []string
-	// NoAdvertise keeps the embedded server from telling the others its
-	// address: then only the routes listed connect (for NAT and proxies).
-	NoAdvertise bool
+	// Advertise is the host:port at which the other nodes reach Listen,
+	// when that is not the address they see (NAT, a proxy): the nodes tell
+	// each other where the others are, and complete the mesh by themselves.
+	Advertise string
 	// StoreDir holds the embedded JetStream's cluster state (the streams
 	// themselves are in memory); "" means a temporary directory, removed on
 	// Shutdown.
@@ -280,6 +281,11 @@ func (o *Options) Validate() error {
 			errs = append(errs, keyErr(fmt.Sprintf("expected host:port such as \"0.0.0.0:6222\", got %q", o.Listen), "cluster.listen"))
 		} else if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
 			errs = append(errs, keyErr(fmt.Sprintf("expected a port 1-65535 in %q", o.Listen), "cluster.listen"))
+		}
+	}
+	if o.Advertise != "" {
+		if _, _, err := net.SplitHostPort(o.Advertise); err != nil || o.External() {
+			errs = append(errs, keyErr(fmt.Sprintf("expected host:port with listen, got %q", o.Advertise), "cluster.advertise"))
 		}
 	}
 	for _, r := range o.Routes {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -67,12 +68,20 @@ func (n *Node) publishFailed(_ jetstream.JetStream, m *nats.Msg, err error) {
 	n.lost("out", "unconfirmed", 1)
 }
 
-// ensureConsumer creates the stream (every node asks for the same; the
-// first one creates it, the others find it) and this node's ordered
-// consumer, once.
-func (n *Node) ensureConsumer() error {
+// ensureStream creates the stream (every node asks for the same; the first
+// one creates it, the others find it) and subscribes to its republished
+// messages, once.
+//
+// The stream republishes each frame, once stored, on core NATS (the stream
+// leader does, in the stream's order): every node subscribes to that rather
+// than running a consumer of its own. A consumer lives on one server, which
+// may be another node: that node's death would leave this one deaf until a
+// new consumer is placed (seconds, more when the cluster also elects a new
+// meta leader); the republished messages come from whichever node leads
+// the stream, and are pushed at once.
+func (n *Node) ensureStream() error {
 	n.mu.Lock()
-	have := n.consumer != nil
+	have := n.sub != nil
 	n.mu.Unlock()
 	if have {
 		return nil
@@ -91,40 +100,43 @@ func (n *Node) ensureConsumer() error {
 		MaxMsgSize:  int32(n.o.MaxMsgSize + headerRoom),
 		Replicas:    n.o.Replicas,
 		Duplicates:  min(n.o.StreamMaxAge, 10*time.Second),
+		RePublish:   &jetstream.RePublish{Source: n.subject, Destination: n.ordered},
 	}
-	s, err := n.js.CreateOrUpdateStream(ctx, cfg)
+	// The first node creates the stream; the others use it as it is (two
+	// nodes updating it to their own settings would undo each other).
+	s, err := n.js.CreateStream(ctx, cfg)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		if s, err = n.js.Stream(ctx, n.stream); err == nil {
+			if have := s.CachedInfo().Config; have.Replicas != cfg.Replicas || have.MaxBytes != cfg.MaxBytes || have.MaxAge != cfg.MaxAge {
+				n.log.Warn("Cluster: the stream exists with other settings than this node's; using it as it is",
+					"stream", n.stream, "replicas", have.Replicas, "max_bytes", have.MaxBytes, "max_age", have.MaxAge,
+					"this_node_replicas", cfg.Replicas)
+			}
+		}
+	}
 	if err != nil {
 		return errors.New("stream " + n.stream + ": " + shortErr(err))
 	}
-	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy})
+	sub, err := n.nc.Subscribe(n.ordered, n.consume)
 	if err != nil {
-		return errors.New("consumer: " + shortErr(err))
+		return errors.New("subscribe: " + shortErr(err))
 	}
-	cc, err := c.Consume(n.consume,
-		jetstream.PullMaxMessages(1024),
-		jetstream.PullExpiry(5*time.Second),
-		jetstream.PullHeartbeat(time.Second),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if !n.closing.Load() {
-				n.log.Debug("Cluster: consumer", "error", err)
-			}
-		}))
-	if err != nil {
-		return errors.New("consumer: " + shortErr(err))
+	if err := sub.SetPendingLimits(n.o.MaxPendingMessages, int(n.o.MaxPendingBytes)); err != nil {
+		sub.Unsubscribe()
+		return err
 	}
 	n.mu.Lock()
-	n.consumer = cc
+	n.sub = sub
 	n.mu.Unlock()
 	return nil
 }
 
-// consume runs for each message of the stream, in the stream's order, on
-// one goroutine. A jump in the stream's sequence means the messages between
-// were discarded (the stream's age or byte limit) before this node read
-// them: it fell behind and they are counted.
-func (n *Node) consume(msg jetstream.Msg) {
-	if md, err := msg.Metadata(); err == nil {
-		seq := md.Sequence.Stream
+// consume runs for each frame the stream republishes, in the stream's
+// order, on one goroutine. A jump in the stream's sequence means frames
+// this node did not get (it was cut off, or fell behind and nats.go dropped
+// them): they are counted as lost.
+func (n *Node) consume(m *nats.Msg) {
+	if seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64); err == nil {
 		n.mu.Lock()
 		last := n.lastSeq
 		n.lastSeq = seq
@@ -133,5 +145,5 @@ func (n *Node) consume(msg jetstream.Msg) {
 			n.lost("in", "behind", int(seq-last-1))
 		}
 	}
-	n.deliver(msg.Data(), msg.Headers())
+	n.deliver(m.Data, m.Header)
 }

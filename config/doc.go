@@ -125,7 +125,8 @@
 //	cluster.listen            ""                  OVOS_BUS_CLUSTER_LISTEN             restart  host:port the NATS inside ovbus takes
 //	                                                                                           routes on (instead of nats_url)
 //	cluster.routes            []                  OVOS_BUS_CLUSTER_ROUTES             restart  the other nodes' listen, nats://host:port
-//	cluster.no_advertise      false               OVOS_BUS_CLUSTER_NO_ADVERTISE       restart  do not gossip this node's route address
+//	cluster.advertise         ""                  OVOS_BUS_CLUSTER_ADVERTISE          restart  host:port the others reach listen at (NAT,
+//	                                                                                           proxy); "" for the address they see
 //	cluster.store_dir         ""                  OVOS_BUS_CLUSTER_STORE_DIR          restart  embedded JetStream's state; "" a temp dir
 //	cluster.replicas          0                   OVOS_BUS_CLUSTER_REPLICAS           restart  copies of the stream; 0: nodes in routes
 //	                                                                                           plus this one, at most 3 (1 with nats_url)

@@ -105,7 +105,7 @@ var keys = []key{
 	clusterKey("tls_key", kindFile, func(o *cluster.Options) any { return &o.TLSKey }, "PEM client key for nats_url"),
 	clusterKey("listen", kindString, func(o *cluster.Options) any { return &o.Listen }, "host:port the NATS inside ovbus takes routes on"),
 	clusterKey("routes", kindList, func(o *cluster.Options) any { return &o.Routes }, "comma-separated nats://host:port of the other nodes' listen"),
-	clusterKey("no_advertise", kindBool, func(o *cluster.Options) any { return &o.NoAdvertise }, "do not tell other nodes this node's route address"),
+	clusterKey("advertise", kindString, func(o *cluster.Options) any { return &o.Advertise }, "host:port the other nodes reach listen at (NAT, proxy); empty for the address they see"),
 	clusterKey("store_dir", kindString, func(o *cluster.Options) any { return &o.StoreDir }, "directory of the embedded JetStream's state; empty for a temporary one"),
 	clusterKey("replicas", kindCountOrZero, func(o *cluster.Options) any { return &o.Replicas }, "copies of the stream (order total); 0 for the nodes in routes plus this one, at most 3"),
 	clusterKey("stream_max_age", kindSeconds, func(o *cluster.Options) any { return &o.StreamMaxAge }, "seconds the stream keeps a frame (order total)"),
