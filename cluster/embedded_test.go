@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"testing"
@@ -12,15 +13,17 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// freePorts returns n TCP ports free on 127.0.0.1 just now.
+// freePorts returns n TCP ports free on 127.0.0.1 just now, below the
+// kernel's ephemeral range (the embedded servers' random client ports come
+// from that range and could take one before its node binds it).
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
 	var ports []int
 	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for len(ports) < n {
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(20000+rand.IntN(10000)))
 		if err != nil {
-			t.Fatal(err)
+			continue
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)

@@ -58,10 +58,17 @@ type Node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// order total: the frames Sequence queued for publishLoop; pubStop
+	// ends it (once the queue is empty), pubDone says it has ended
+	outC    chan outFrame
+	pubStop chan struct{}
+	pubDone chan struct{}
+
 	// order sender: the forwarder's context, and done when it has ended
 	fwdStop   context.Context
 	fwdCancel context.CancelFunc
 	fwdDone   chan struct{}
+	fwdBatch  []outFrame // the forwarder's scratch
 
 	mu       sync.Mutex
 	sub      *nats.Subscription // the other nodes' frames (sender), the stream's (total)
@@ -135,7 +142,7 @@ func New(opts Options) (*Node, error) {
 	n.nc = nc
 	if o.Order == OrderTotal {
 		js, err := jetstream.New(nc,
-			jetstream.WithPublishAsyncMaxPending(o.MaxInflight),
+			jetstream.WithPublishAsyncMaxPending(max(1, o.MaxInflight/16)), // messages, each of one or more frames
 			jetstream.WithPublishAsyncTimeout(5*time.Second),
 			jetstream.WithPublishAsyncErrHandler(n.publishFailed))
 		if err != nil {
@@ -143,6 +150,8 @@ func New(opts Options) (*Node, error) {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
 		n.js = js
+		n.outC = make(chan outFrame, o.MaxInflight)
+		n.pubStop, n.pubDone = make(chan struct{}), make(chan struct{})
 	}
 	if o.External() {
 		// Give a reachable server a moment, so that the checks below can
@@ -213,6 +222,9 @@ func (n *Node) Start(b *bus.Server) error {
 		if err := n.startSender(b); err != nil {
 			return err
 		}
+	}
+	if n.o.Order == OrderTotal {
+		go n.publishLoop()
 	}
 	n.wg.Add(1)
 	go n.watch()
@@ -410,8 +422,9 @@ func fromHeader(h nats.Header) (op ws.Opcode, origin string, sent time.Time) {
 	return op, origin, sent
 }
 
-// deliver publishes a frame that crossed into the local log; frames of this
-// node's own clients (order "total") keep the origin "".
+// deliver publishes the frames of a NATS message that crossed into the
+// local log; frames of this node's own clients (order "total") keep the
+// origin "".
 func (n *Node) deliver(data []byte, h nats.Header) {
 	b := n.bus.Load()
 	op, origin, sent := fromHeader(h)
@@ -426,14 +439,27 @@ func (n *Node) deliver(data []byte, h nats.Header) {
 		}
 		n.m.latency.WithLabelValues(who).Observe(time.Since(sent).Seconds())
 	}
-	n.m.inMsgs.Inc()
-	n.m.inBytes.Add(float64(len(data)))
-	if b == nil {
+	publish := func(op ws.Opcode, p []byte) {
+		n.m.inMsgs.Inc()
+		n.m.inBytes.Add(float64(len(p)))
+		if b == nil {
+			return
+		}
+		if err := b.Publish(op, p, origin); err != nil && !errors.Is(err, bus.ErrServerClosed) {
+			n.lost("in", "publish", 1)
+		}
+	}
+	if v := h.Get(hdrBatch); v != "" {
+		k, err := strconv.Atoi(v)
+		if err == nil {
+			err = splitBatch(data, k, publish)
+		}
+		if err != nil {
+			n.lost("in", "malformed", 1)
+		}
 		return
 	}
-	if err := b.Publish(op, data, origin); err != nil && !errors.Is(err, bus.ErrServerClosed) {
-		n.lost("in", "publish", 1)
-	}
+	publish(op, data)
 }
 
 // Shutdown drains the node: frames its bus accepted before the bus's
@@ -448,6 +474,13 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	if n.o.Order == OrderSender {
 		n.waitForwarder(ctx)
 	} else if n.js != nil {
+		close(n.pubStop)
+		if n.bus.Load() != nil {
+			select {
+			case <-n.pubDone:
+			case <-ctx.Done():
+			}
+		}
 		select {
 		case <-n.js.PublishAsyncComplete():
 		case <-ctx.Done():

@@ -141,7 +141,7 @@ func (c *wsClient) waitN(n int, timeout time.Duration) []frame {
 		select {
 		case <-c.ch:
 		case <-deadline.C:
-			c.t.Fatalf("got %d frames, want %d: %v", len(got), n, got)
+			c.t.Fatalf("got %d frames, want %d; the last: %v", len(got), n, got[max(0, len(got)-3):])
 		}
 	}
 }

@@ -53,13 +53,10 @@ func (n *Node) forward(b *bus.Server) {
 	var last uint64
 	for {
 		frames, err := f.Next(n.fwdCtx(), buf[:0])
-		for _, fr := range frames {
-			last = fr.Seq
-			if fr.Origin != "" {
-				continue
-			}
-			n.publishCore(fr)
+		if len(frames) > 0 {
+			last = frames[len(frames)-1].Seq
 		}
+		n.publishCore(frames)
 		switch {
 		case err == nil:
 		case errors.Is(err, bus.ErrLagged):
@@ -75,12 +72,10 @@ func (n *Node) forward(b *bus.Server) {
 				skipped = int(frames[0].Seq - last - 1)
 			}
 			n.lost("out", "lagged", max(skipped, 1))
-			for _, fr := range frames {
-				last = fr.Seq
-				if fr.Origin == "" {
-					n.publishCore(fr)
-				}
+			if len(frames) > 0 {
+				last = frames[len(frames)-1].Seq
 			}
+			n.publishCore(frames)
 			if err != nil && !errors.Is(err, bus.ErrLagged) {
 				n.nc.Flush()
 				return
@@ -92,20 +87,42 @@ func (n *Node) forward(b *bus.Server) {
 	}
 }
 
-// publishCore sends one frame of this node's clients to the others.
-func (n *Node) publishCore(fr bus.Frame) {
+// publishCore sends the frames of this node's clients (origin "") among
+// frames to the others, in batches (see batchMsg).
+func (n *Node) publishCore(frames []bus.Frame) {
+	batch := n.fwdBatch[:0]
+	size := 0
+	for _, fr := range frames {
+		if fr.Origin != "" {
+			continue
+		}
+		if !fits(len(batch), size, len(fr.Payload)) {
+			n.sendCore(batch)
+			batch, size = batch[:0], 0
+		}
+		batch, size = append(batch, outFrame{fr.Op, fr.Payload}), size+len(fr.Payload)
+	}
+	if len(batch) > 0 {
+		n.sendCore(batch)
+	}
+	clear(batch)
+	n.fwdBatch = batch[:0]
+}
+
+func (n *Node) sendCore(batch []outFrame) {
 	if !n.up.Load() {
-		n.lost("out", "link_down", 1)
+		n.lost("out", "link_down", len(batch))
 		return
 	}
-	m := &nats.Msg{Subject: n.subject, Header: n.header(fr.Op), Data: fr.Payload}
-	if err := n.nc.PublishMsg(m); err != nil {
-		n.lost("out", "link_down", 1)
+	if err := n.nc.PublishMsg(n.batchMsg(n.subject, batch)); err != nil {
+		n.lost("out", "link_down", len(batch))
 		n.probeSoon()
 		return
 	}
-	n.m.outMsgs.Inc()
-	n.m.outBytes.Add(float64(len(fr.Payload)))
+	for _, f := range batch {
+		n.m.outMsgs.Inc()
+		n.m.outBytes.Add(float64(len(f.payload)))
+	}
 }
 
 // fwdCtx is the forwarder's context: it ends when Shutdown gives up waiting.

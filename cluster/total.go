@@ -18,8 +18,10 @@ import (
 // client on every node sees the stream's order.
 
 // stallWait is how long Sequence waits for room among the frames in flight
-// before it gives up on crossing that frame.
-const stallWait = 20 * time.Millisecond
+// before it gives up on crossing that frame: a sender faster than the
+// stream is slowed down to its pace (its reads wait, TCP pushes back),
+// rather than its frames reaching only its own node.
+const stallWait = time.Second
 
 // Sequence is the bus's Sequencer: it runs on the sender's reader goroutine
 // for every frame that passed the bus's rules. With the link up it hands
@@ -33,18 +35,74 @@ func (n *Node) Sequence(op ws.Opcode, payload []byte) {
 		n.localOnly(op, payload, "link_down")
 		return
 	}
-	m := &nats.Msg{Subject: n.subject, Header: n.header(op), Data: payload}
-	if _, err := n.js.PublishMsgAsync(m, jetstream.WithStallWait(stallWait)); err != nil {
-		reason := "backpressure"
-		if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
-			reason = "link_down"
+	f := outFrame{op, payload}
+	select {
+	case n.outC <- f:
+		return
+	default:
+	}
+	t := time.NewTimer(stallWait)
+	defer t.Stop()
+	select {
+	case n.outC <- f:
+	case <-t.C:
+		n.localOnly(op, payload, "backpressure")
+	}
+}
+
+// publishLoop takes the frames Sequence queued and publishes them to the
+// stream, as many as are queued at once in one message (see batchMsg), until
+// Shutdown has stopped it and the queue is empty.
+func (n *Node) publishLoop() {
+	defer close(n.pubDone)
+	batch := make([]outFrame, 0, maxBatchFrames)
+	for {
+		var f outFrame
+		select {
+		case f = <-n.outC:
+		case <-n.pubStop:
+			select {
+			case f = <-n.outC:
+			default:
+				return
+			}
+		}
+		batch, size := append(batch[:0], f), len(f.payload)
+	more:
+		for {
+			select {
+			case f := <-n.outC:
+				if !fits(len(batch), size, len(f.payload)) {
+					n.publishBatch(batch)
+					batch, size = batch[:0], 0
+				}
+				batch, size = append(batch, f), size+len(f.payload)
+			default:
+				break more
+			}
+		}
+		n.publishBatch(batch)
+	}
+}
+
+// publishBatch hands one batch to the stream; when that fails at once (the
+// link went down), its frames go to this node's clients only.
+func (n *Node) publishBatch(batch []outFrame) {
+	if n.up.Load() {
+		m := n.batchMsg(n.subject, batch)
+		if _, err := n.js.PublishMsgAsync(m, jetstream.WithStallWait(stallWait)); err == nil {
+			for _, f := range batch {
+				n.m.outMsgs.Inc()
+				n.m.outBytes.Add(float64(len(f.payload)))
+			}
+			return
+		} else if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
 			n.probeSoon()
 		}
-		n.localOnly(op, payload, reason)
-		return
 	}
-	n.m.outMsgs.Inc()
-	n.m.outBytes.Add(float64(len(payload)))
+	for _, f := range batch {
+		n.localOnly(f.op, f.payload, "link_down")
+	}
 }
 
 // localOnly delivers a frame that cannot cross to this node's clients.
@@ -60,12 +118,21 @@ func (n *Node) localOnly(op ws.Opcode, payload []byte, reason string) {
 // After a timeout it may or may not have been stored (and then reaches every
 // node, this one included, once the link is back); it is counted either way.
 func (n *Node) publishFailed(_ jetstream.JetStream, m *nats.Msg, err error) {
-	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+	frames := []outFrame{}
+	if v := m.Header.Get(hdrBatch); v != "" {
+		k, _ := strconv.Atoi(v)
+		splitBatch(m.Data, k, func(op ws.Opcode, p []byte) { frames = append(frames, outFrame{op, p}) })
+	} else {
 		op, _, _ := fromHeader(m.Header)
-		n.localOnly(op, m.Data, "no_stream")
+		frames = append(frames, outFrame{op, m.Data})
+	}
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+		for _, f := range frames {
+			n.localOnly(f.op, f.payload, "no_stream")
+		}
 		return
 	}
-	n.lost("out", "unconfirmed", 1)
+	n.lost("out", "unconfirmed", len(frames))
 }
 
 // ensureStream creates the stream (every node asks for the same; the first

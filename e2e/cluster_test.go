@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -41,7 +43,7 @@ func newClusterNodes(t *testing.T, n int, order string) []*clusterNode {
 	for i := range n {
 		sb := newSandbox(t)
 		sb.usePort()
-		nd := &clusterNode{name: "n" + strconv.Itoa(i), sb: sb, route: freePort(t)}
+		nd := &clusterNode{name: "n" + strconv.Itoa(i), sb: sb, route: routePort(t)}
 		sb.env["OVOS_BUS_CLUSTER_NAME"] = "e2e"
 		sb.env["OVOS_BUS_CLUSTER_NODE_NAME"] = nd.name
 		sb.env["OVOS_BUS_CLUSTER_ORDER"] = order
@@ -59,6 +61,22 @@ func newClusterNodes(t *testing.T, n int, order string) []*clusterNode {
 		nd.sb.env["OVOS_BUS_CLUSTER_ROUTES"] = strings.Join(routes, ",")
 	}
 	return nodes
+}
+
+// routePort returns a free port below the kernel's ephemeral range: the
+// embedded NATS servers take random ports from that range for their client
+// ports, and could take a port chosen from it before its node binds it.
+func routePort(t *testing.T) int {
+	t.Helper()
+	for range 100 {
+		p := 20000 + rand.IntN(10000)
+		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p)); err == nil {
+			l.Close()
+			return p
+		}
+	}
+	t.Fatal("no free port in 20000-29999")
+	return 0
 }
 
 func (nd *clusterNode) start() { nd.b = nd.sb.start() }
