@@ -35,16 +35,20 @@
 // A frame crosses NATS once, as the data of one NATS message, unchanged. Its
 // headers carry the rest: Ovbus-Origin (the node whose client sent it),
 // Ovbus-Op ("binary" for a binary frame) and Ovbus-Sent (when the origin
-// accepted it, for the latency histogram). A node never forwards a frame
-// that came from another node, so nothing loops or doubles.
+// accepted it, for the latency histogram). Frames that are already queued
+// when a message goes out (a burst) share one message, with Ovbus-Batch
+// giving their number and each frame's length and opcode before its
+// unchanged bytes; a frame alone never waits for company (batch.go). A node
+// never forwards a frame that came from another node, so nothing loops or
+// doubles.
 //
 // # Order "total" (the default)
 //
 // One JetStream stream (memory storage, bounded by StreamMaxAge and
 // StreamMaxBytes, Replicas copies) is the sequencer. The bus hands every
 // frame that passed its rules to Node.Sequence instead of appending it to
-// its log; Sequence publishes it to the stream asynchronously (at most
-// MaxInflight unconfirmed). The stream's leader republishes each frame once
+// its log; Sequence queues it (at most MaxInflight), and one publisher
+// hands what is queued to the stream, asynchronously. The stream's leader republishes each frame once
 // stored, in the stream's order, on core NATS; every node subscribes and
 // publishes what it reads into its log, its own frames included. So every
 // client on every node sees the stream's order, and each sender's frames in
@@ -110,8 +114,8 @@
 //     received and has not put into its log is limited by nats.go's pending
 //     limits (MaxPendingMessages, MaxPendingBytes; beyond them reason
 //     "slow"), the stream by its age and bytes, the frames in flight to the
-//     stream by MaxInflight (beyond it reason "backpressure", delivered
-//     locally), and order "sender"'s follower of the log like a client
+//     stream by MaxInflight (a sender beyond it waits up to a second, then
+//     reason "backpressure", delivered locally), and order "sender"'s follower of the log like a client
 //     (cut when behind: reason "lagged", an upper bound). Every loss is
 //     counted and logged, at most once every 10 seconds per reason.
 //   - Shutdown drains: after the bus's Shutdown, Node.Shutdown waits

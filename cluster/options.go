@@ -98,9 +98,12 @@ type Options struct {
 	// when that is larger.
 	StreamMaxAge   time.Duration
 	StreamMaxBytes int64
-	// MaxInflight bounds the frames on their way to the stream and not yet
-	// confirmed (order "total"); a frame over it is delivered to this
-	// node's clients only, and counted. Default DefaultMaxInflight.
+	// MaxInflight bounds the frames queued for the stream (order "total");
+	// the messages in flight and not yet confirmed are bounded by a
+	// sixteenth of it (each carries one or more frames). A sender whose
+	// frame finds the queue full waits up to a second for room; after that
+	// the frame is delivered to this node's clients only, and counted.
+	// Default DefaultMaxInflight.
 	MaxInflight int
 	// MaxPendingMessages and MaxPendingBytes bound what this node has
 	// received from the cluster and not yet put into its log (order
