@@ -138,6 +138,7 @@ var quiet = []string{
 	"Healthcheck failed",
 	"RAFT [",
 	"is not current",
+	"Metalayer blocking snapshot",
 }
 
 func (s *serverLog) at(level slog.Level, format string, v ...any) {
