@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"log/slog"
 	"slices"
 	"strings"
@@ -205,6 +207,28 @@ func TestThreeNodes(t *testing.T) {
 					if !slices.Equal(seqs[0], seqs[ci]) {
 						t.Errorf("client %d saw another order than client 0", ci)
 					}
+				}
+			}
+			resp, err := http.Get("http://" + nodes[1].bus.Addr().String() + "/health")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || !strings.Contains(string(body), "cluster: up (order "+string(order)) {
+				t.Errorf("/health = %d %q", resp.StatusCode, body)
+			}
+			mfs, err := nodes[1].bus.Metrics().Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := map[string]bool{}
+			for _, mf := range mfs {
+				names[mf.GetName()] = true
+			}
+			for _, want := range []string{"ovbus_cluster_link_up", "ovbus_cluster_sent_messages_total", "ovbus_cluster_received_bytes_total", "ovbus_cluster_relay_latency_seconds"} {
+				if !names[want] {
+					t.Errorf("the bus's registry has no %s", want)
 				}
 			}
 			m := nodes[0].node.m
