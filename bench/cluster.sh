@@ -13,9 +13,10 @@
 # subscribers round-robin over its three nodes, and the CPU time of all three
 # processes is added up.
 #
-# Writes DIR/cluster-DATE.md (the command, the commit, the machine, then the
-# table), DIR/cluster-DATE.json and the servers' logs under DIR/logs-DATE.
-# DIR defaults to bench/results. Every process started is stopped on exit
+# Writes DIR/cluster-DATE.md (the command, the commit, the machine, the load
+# average, then the table) and DIR/cluster-DATE.json; DIR defaults to
+# bench/results. The servers' logs and the bench output go to
+# bench/out/cluster-DATE/ (not kept in git). Every process started is stopped on exit
 # (by its pid); the benchmark is bounded by `timeout` (BENCH_TIMEOUT, 1200 s).
 set -euo pipefail
 
@@ -36,7 +37,7 @@ done
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 stamp=$(date +%Y-%m-%d-%H%M)
-logs=$out/logs-$stamp
+logs=$root/bench/out/cluster-$stamp
 mkdir -p "$logs"
 limit=${BENCH_TIMEOUT:-1200}
 host=127.0.0.1
@@ -110,6 +111,7 @@ log "single node ws://$host:$one_port/core; total $total; sender $sender"
 cmd=("$bin" bench --preset "$preset" --repeat "$repeat" --pause 1s
 	--compare "one=ws://$host:$one_port/core" --compare "total3=$total" --compare "sender3=$sender"
 	--save-json "$out/cluster-$stamp.json" --save-md "$tmp/table.md")
+load=$(cut -d' ' -f1-3 /proc/loadavg)
 commit=$(cd "$root" && git rev-parse HEAD)$(cd "$root" && git diff --quiet HEAD -- . || echo " (with uncommitted changes)")
 timeout "$limit" "${cmd[@]}" >"$logs/bench.txt" 2>&1 || log "ovbus bench exited $? (see $logs/bench.txt)"
 {
@@ -117,6 +119,7 @@ timeout "$limit" "${cmd[@]}" >"$logs/bench.txt" 2>&1 || log "ovbus bench exited 
 	echo
 	echo "- commit: $commit"
 	echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+	echo "- load average before the run: $load"
 	echo "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(uname -sr), $(go version | cut -d' ' -f3)"
 	echo "- command: bench/cluster.sh --repeat $repeat --preset $preset, which ran:"
 	echo "  \`ovbus bench ${cmd[*]:2}\`" | sed "s#$tmp#\$TMP#g; s#$out#bench/results#g"
