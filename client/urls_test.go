@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ovbus/ovbus/client"
+	"github.com/ovbus/ovbus/message"
 )
 
 // A client given several nodes of a clustered bus dials them in turn: the
@@ -31,7 +32,7 @@ func TestSeveralURLs(t *testing.T) {
 	}
 	got := newCollector()
 	c.On("hello", got.handle)
-	if err := c.Emit(ctxT(t), client.NewMessage("hello", nil)); err != nil {
+	if err := c.Emit(ctxT(t), message.New("hello", nil)); err != nil {
 		t.Fatal(err)
 	}
 	got.waitFor(t, "hello")
