@@ -53,6 +53,7 @@ type Node struct {
 	detail   atomic.Pointer[string] // why the link is down, or what it is up on
 	closing  atomic.Bool
 	startErr error // a startup check that failed after a late connection
+	checked  bool  // the external server was checked (watch goroutine only)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -165,6 +166,7 @@ func New(opts Options) (*Node, error) {
 				n.close()
 				return nil, err
 			}
+			n.checked = true
 		} else {
 			n.log.Warn("Cluster: NATS not reachable yet; serving this node's clients alone until it is", "url", o.NATSURL)
 		}
@@ -185,26 +187,28 @@ func (n *Node) Sequencer() bus.Sequencer {
 // Name returns this node's name, the origin of its frames on the others.
 func (n *Node) Name() string { return n.o.NodeName }
 
-// checkServer refuses an external server that cannot carry the cluster.
+// checkServer refuses an external server that cannot carry the cluster,
+// naming every reason.
 func (n *Node) checkServer() error {
+	var errs []error
 	if mp := n.nc.MaxPayload(); mp < n.o.MaxMsgSize+headerRoom {
-		return fmt.Errorf("cluster: the NATS server's max_payload is %d bytes, but websocket.max_msg_size is %d bytes (plus %d for headers): raise max_payload on the NATS server or lower max_msg_size",
-			mp, n.o.MaxMsgSize, headerRoom)
+		errs = append(errs, fmt.Errorf("cluster: the NATS server's max_payload is %d bytes, but websocket.max_msg_size is %d bytes (plus %d for headers): raise max_payload on the NATS server or lower max_msg_size",
+			mp, n.o.MaxMsgSize, headerRoom))
 	}
-	if n.o.Order != OrderTotal {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(n.ctx, 3*time.Second)
-	defer cancel()
-	if _, err := n.js.AccountInfo(ctx); err != nil {
-		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) ||
-			errors.Is(err, nats.ErrNoResponders) {
-			return fmt.Errorf("cluster: the NATS server at %s has no JetStream, which cluster.order \"total\" needs: enable JetStream on it (nats-server -js) or choose cluster.order \"sender\"",
-				n.nc.ConnectedUrlRedacted())
+	if n.o.Order == OrderTotal {
+		ctx, cancel := context.WithTimeout(n.ctx, 3*time.Second)
+		defer cancel()
+		if _, err := n.js.AccountInfo(ctx); err != nil {
+			if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) ||
+				errors.Is(err, nats.ErrNoResponders) {
+				errs = append(errs, fmt.Errorf("cluster: the NATS server at %s has no JetStream, which cluster.order \"total\" needs: enable JetStream on it (nats-server -js) or choose cluster.order \"sender\"",
+					n.nc.ConnectedUrlRedacted()))
+			} else {
+				errs = append(errs, fmt.Errorf("cluster: JetStream on %s: %w", n.nc.ConnectedUrlRedacted(), err))
+			}
 		}
-		return fmt.Errorf("cluster: JetStream on %s: %w", n.nc.ConnectedUrlRedacted(), err)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Start joins the node to b: it registers the "cluster" line of /health and
@@ -309,7 +313,9 @@ func (n *Node) probe() {
 		n.setState(false, "not connected to NATS")
 		return
 	}
-	if n.o.External() && n.startErr == nil {
+	if n.o.External() && !n.checked {
+		// Once, at the first connection (New did it when it could connect).
+		n.checked = true
 		if err := n.checkServer(); err != nil {
 			n.startErr = err
 			n.log.Error("Cluster: the NATS server cannot carry this cluster", "error", err)

@@ -475,12 +475,12 @@ func TestClusterCutLink(t *testing.T) {
 	}
 }
 
-// Two nodes on an external nats-server (the Go module, started here) with
-// user and password; SIGTERM on one drains what it accepted.
-func TestClusterExternalNATS(t *testing.T) {
-	port := freePort(t)
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoSigs: true, NoLog: true,
-		JetStream: true, StoreDir: t.TempDir(), MaxPayload: 32 << 20, Username: "bus", Password: "pw"})
+// startNATS starts a nats-server (the Go module) on 127.0.0.1 with o, for
+// the length of the test, and returns its client port.
+func startNATS(t *testing.T, o *server.Options) int {
+	t.Helper()
+	o.Host, o.Port, o.NoSigs, o.NoLog = "127.0.0.1", freePort(t), true, true
+	ns, err := server.NewServer(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +488,14 @@ func TestClusterExternalNATS(t *testing.T) {
 	if !ns.ReadyForConnections(10 * time.Second) {
 		t.Fatal("nats-server did not start")
 	}
-	defer ns.Shutdown()
+	t.Cleanup(ns.Shutdown)
+	return o.Port
+}
+
+// Two nodes on an external nats-server (the Go module, started here) with
+// user and password; SIGTERM on one drains what it accepted.
+func TestClusterExternalNATS(t *testing.T) {
+	port := startNATS(t, &server.Options{JetStream: true, StoreDir: t.TempDir(), MaxPayload: 32 << 20, Username: "bus", Password: "pw"})
 	var nodes []*clusterNode
 	for i := range 2 {
 		sb := newSandbox(t)
@@ -521,4 +528,41 @@ func TestClusterExternalNATS(t *testing.T) {
 	}
 	fs := got.waitN(n+1, 20*time.Second)
 	checkSenderOrder(t, got.name, fs[1:], []string{"x"}, n)
+}
+
+// What the serve command says about a cluster it cannot run, and what
+// --print-config shows of the cluster keys.
+func TestClusterStartupErrors(t *testing.T) {
+	sb := newSandbox(t)
+	sb.usePort()
+	sb.env["OVOS_BUS_CLUSTER_NATS_URL"] = "nats://127.0.0.1:4222"
+	sb.env["OVOS_BUS_CLUSTER_LISTEN"] = "127.0.0.1:6222"
+	res := sb.run(20*time.Second, "serve")
+	if res.code != 1 || !strings.Contains(res.stderr, "websocket.cluster.nats_url") || !strings.Contains(res.stderr, "websocket.cluster.listen") {
+		t.Errorf("nats_url and listen: exit %d, stderr %q; want 1 and both keys named", res.code, res.stderr)
+	}
+
+	port := startNATS(t, &server.Options{MaxPayload: 1 << 20})
+	delete(sb.env, "OVOS_BUS_CLUSTER_LISTEN")
+	sb.env["OVOS_BUS_CLUSTER_NATS_URL"] = "nats://127.0.0.1:" + strconv.Itoa(port)
+	res = sb.run(20*time.Second, "serve")
+	if res.code != 1 || !strings.Contains(res.stderr, "enable JetStream") {
+		t.Errorf("no JetStream: exit %d, stderr %q", res.code, res.stderr)
+	}
+	res = sb.run(20*time.Second, "serve", "--cluster-order", "sender")
+	if res.code != 1 || !strings.Contains(res.stderr, strconv.Itoa(1<<20)) || !strings.Contains(res.stderr, strconv.Itoa(25<<20)) {
+		t.Errorf("max_payload 1 MiB under max_msg_size 25 MiB: exit %d, stderr %q; want both numbers", res.code, res.stderr)
+	}
+
+	sb.env["OVOS_BUS_CLUSTER_PASSWORD"] = "a long secret password"
+	sb.env["OVOS_BUS_CLUSTER_USER"] = "bus"
+	res = sb.run(20*time.Second, "serve", "--print-config", "--cluster-order", "sender")
+	for _, want := range []string{"cluster.nats_url", "env OVOS_BUS_CLUSTER_NATS_URL", "cluster.order", "flag --cluster-order", `"sender"`} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("--print-config lacks %q:\n%s", want, res.stdout)
+		}
+	}
+	if strings.Contains(res.stdout, "secret password") {
+		t.Errorf("--print-config shows the password:\n%s", res.stdout)
+	}
 }
