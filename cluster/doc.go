@@ -113,7 +113,8 @@
 //   - A node that falls behind is bounded like a slow client: what it
 //     received and has not put into its log is limited by nats.go's pending
 //     limits (MaxPendingMessages, MaxPendingBytes; beyond them reason
-//     "slow"), the stream by its age and bytes, the frames in flight to the
+//     "slow" with order "sender", and a gap in the stream's sequence,
+//     reason "behind", with order "total"), the stream by its age and bytes, the frames in flight to the
 //     stream by MaxInflight (a sender beyond it waits up to a second, then
 //     reason "backpressure", delivered locally), and order "sender"'s follower of the log like a client
 //     (cut when behind: reason "lagged", an upper bound). Every loss is

@@ -27,7 +27,7 @@ func newMetrics() *metrics {
 		inBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "ovbus_cluster_received_bytes_total",
 			Help: "Bytes of the frames received from the cluster."}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ovbus_cluster_dropped_total",
-			Help: "Frames that did not cross. direction out: link_down, backpressure and no_stream frames still reached this node's clients, unconfirmed ones may have reached every node, lagged ones (order sender) reached only this node's clients; direction in: behind (discarded by the stream before this node read them), slow (over the pending limits), publish (refused by the bus)."},
+			Help: "Frames that did not cross. direction out: link_down, backpressure and no_stream frames still reached this node's clients, unconfirmed ones may have reached every node, lagged ones (order sender) reached only this node's clients; direction in: behind (order total: messages of the stream, each of one or more frames, this node did not get while cut off or over the pending limits), slow (order sender: NATS messages over the pending limits), malformed, publish (refused by the bus)."},
 			[]string{"direction", "reason"}),
 		linkUp: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ovbus_cluster_link_up",
 			Help: "1 while this node's link to the cluster is up, else 0."}),

@@ -343,7 +343,8 @@ func (n *Node) probe() {
 			return
 		}
 	}
-	n.countSubDrops()
+	// (Frames nats.go drops here show as gaps in the stream's sequence:
+	// consume counts them, as "behind".)
 	if err := n.ensureStream(); err != nil {
 		n.setState(false, err.Error())
 		return
