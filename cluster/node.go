@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	neturl "net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -138,7 +139,7 @@ func New(opts Options) (*Node, error) {
 	nc, err := nats.Connect(url, copts...)
 	if err != nil {
 		n.shutdownServer()
-		return nil, fmt.Errorf("cluster: connect to %s: %w", url, err)
+		return nil, fmt.Errorf("cluster: connect to %s: %w", redactURLs(url), err)
 	}
 	n.nc = nc
 	if o.Order == OrderTotal {
@@ -168,7 +169,7 @@ func New(opts Options) (*Node, error) {
 			}
 			n.checked = true
 		} else {
-			n.log.Warn("Cluster: NATS not reachable yet; serving this node's clients alone until it is", "url", o.NATSURL)
+			n.log.Warn("Cluster: NATS not reachable yet; serving this node's clients alone until it is", "url", redactURLs(o.NATSURL))
 		}
 	}
 	return n, nil
@@ -520,4 +521,15 @@ func (n *Node) shutdownServer() {
 	if n.emb != nil {
 		n.emb.shutdown()
 	}
+}
+
+// redactURLs hides the passwords of a comma-separated URL list.
+func redactURLs(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		if u, err := neturl.Parse(strings.TrimSpace(p)); err == nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
 }
