@@ -14,6 +14,7 @@ type metrics struct {
 	linkUp            prometheus.Gauge
 	linkChanges       prometheus.Counter
 	latency           *prometheus.HistogramVec
+	latPeer, latSelf  prometheus.Observer // latency's two series
 }
 
 func newMetrics() *metrics {
@@ -38,6 +39,11 @@ func newMetrics() *metrics {
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}},
 			[]string{"origin"}),
 	}
+}
+
+func (m *metrics) observers() *metrics {
+	m.latPeer, m.latSelf = m.latency.WithLabelValues("peer"), m.latency.WithLabelValues("self")
+	return m
 }
 
 func (m *metrics) register(r *prometheus.Registry) error {

@@ -98,7 +98,7 @@ func New(opts Options) (*Node, error) {
 		subject: "ovbus." + o.Name + "." + string(o.Order),
 		ordered: "ovbus." + o.Name + ".ordered",
 		stream:  "OVBUS_" + o.Name,
-		m:       newMetrics(),
+		m:       newMetrics().observers(),
 		lossLog: make(map[string]time.Time),
 		closedC: make(chan struct{}),
 	}
@@ -441,11 +441,11 @@ func (n *Node) deliver(data []byte, h nats.Header) {
 		origin = ""
 	}
 	if !sent.IsZero() {
-		who := "peer"
 		if self {
-			who = "self"
+			n.m.latSelf.Observe(time.Since(sent).Seconds())
+		} else {
+			n.m.latPeer.Observe(time.Since(sent).Seconds())
 		}
-		n.m.latency.WithLabelValues(who).Observe(time.Since(sent).Seconds())
 	}
 	publish := func(op ws.Opcode, p []byte) {
 		n.m.inMsgs.Inc()
