@@ -52,10 +52,10 @@ func TestDiffCoversEveryKey(t *testing.T) {
 			t.Errorf("changing %s: Diff = live %v restart %v", key, live, restart)
 			continue
 		}
-		if wantRestart := slices.Contains(restartKeys, key); wantRestart != (len(restart) == 1) {
+		if wantRestart := slices.Contains(restartKeys, key) || strings.HasPrefix(key, "cluster."); wantRestart != (len(restart) == 1) {
 			t.Errorf("%s: restart = %v, want restart %v", key, restart, wantRestart)
 		}
-		if lookupKey(key).value(old) == nil && key != "ssl_cert" && key != "ssl_key" {
+		if k := lookupKey(key); k.value(old) == nil && k.kind != kindFile && k.kind != kindSecret {
 			t.Errorf("Print shows no value for %s", key)
 		}
 	}
