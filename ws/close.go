@@ -40,7 +40,7 @@ func (c *Conn) Close(code StatusCode, reason string) error {
 		// Nobody is reading: read until the peer's close frame arrives.
 		c.nc.SetReadDeadline(time.Now().Add(c.closeTimeout))
 		for {
-			if _, _, rerr := c.readInto(nil); rerr != nil {
+			if _, _, rerr := c.readInto(nil, false); rerr != nil {
 				break
 			}
 		}
@@ -85,6 +85,13 @@ func (c *Conn) closeNC() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
 		err = c.nc.Close()
+		c.mcharge.release()
+		if c.rmu.TryLock() {
+			// Nobody reads: drop a message left half read, with its
+			// charge on the Budget. (A reader does so when its read ends.)
+			c.p.Release()
+			c.rmu.Unlock()
+		}
 	})
 	return err
 }

@@ -70,6 +70,13 @@ type Conn struct {
 	readErr    error        // sticky error of the read side
 	onPing     func([]byte) // AcceptOptions.OnPing, DialOptions.OnPing
 	onPong     func([]byte)
+	// The message being read whole: what it holds of the Budget (until the
+	// next read call), and NextMessage's buffer with its pool handle.
+	mcharge charge
+	msg     []byte
+	msgp    *[]byte
+	// msgPartial: NextMessage timed out with part of a message in msg.
+	msgPartial bool
 
 	// Write side: wmu serialises every frame written to nc.
 	wmu sync.Mutex
@@ -109,6 +116,7 @@ type connConfig struct {
 	compression     CompressionOptions
 	maxMessageSize  int64
 	maxFrameSize    int64
+	budget          *Budget
 	readBufferSize  int
 	writeBufferSize int
 	closeTimeout    time.Duration
@@ -138,6 +146,7 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 			Deflate:        cfg.params,
 			Compression:    cfg.compression,
 			ReadBufferSize: cfg.readBufferSize,
+			Budget:         cfg.budget,
 		}),
 		readMin:      max(cfg.readBufferSize/2, 1),
 		wbufSize:     cfg.writeBufferSize,
@@ -148,6 +157,7 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 		onPong:       cfg.onPong,
 		pongs:        make(chan struct{}, 1),
 	}
+	c.mcharge.b = cfg.budget
 	if len(cfg.leftover) > 0 {
 		c.pending = append([]byte(nil), cfg.leftover...)
 	}

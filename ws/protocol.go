@@ -35,6 +35,10 @@ type Config struct {
 	Compression CompressionOptions
 	// ReadBufferSize is the initial capacity of the receive buffer.
 	ReadBufferSize int
+	// Budget, when set, is charged with the compressed bytes the Protocol
+	// buffers until a compressed message's last frame (see Budget); a
+	// message that would exceed it fails with 1013.
+	Budget *Budget
 }
 
 // State is the closing-handshake state of a Protocol (RFC 6455 §7).
@@ -182,6 +186,7 @@ func NewProtocol(cfg Config) *Protocol {
 	}
 	if cfg.Deflate != nil {
 		p.fl = newDeflateState(cfg.Role, *cfg.Deflate, cfg.Compression)
+		p.fl.zcharge.b = cfg.Budget
 	}
 	return p
 }
@@ -562,6 +567,17 @@ func (p *Protocol) fail(e *ProtocolError) (Event, error) {
 		p.fl.abortInflate()
 	}
 	return Event{}, e
+}
+
+// Release drops what the Protocol holds for a message being received: the
+// compressed bytes collected so far and their charge on the Budget. Call it
+// when the connection is abandoned in the middle of a message; Next's
+// failures release them themselves. The Protocol must not receive after it.
+func (p *Protocol) Release() {
+	p.inflating = false
+	if p.fl != nil {
+		p.fl.abortInflate()
+	}
 }
 
 // HasPendingClose reports whether a Close frame was queued by a failure and

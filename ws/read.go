@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"slices"
 )
 
 // ReadMessage reads one whole message and returns its type (TextMessage or
@@ -15,56 +14,169 @@ func (c *Conn) ReadMessage(ctx context.Context) (Opcode, []byte, error) {
 
 // ReadMessageInto reads one whole message and appends its payload to buf. A
 // server that passes the same buffer each time reads without allocating.
+// When buf has to grow it grows with the data that arrived (never to the
+// length a frame header announces), and the payload counts against the
+// Budget until the next read call.
 func (c *Conn) ReadMessageInto(ctx context.Context, buf []byte) (Opcode, []byte, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
+	c.doneMessage()
 	stop, err := c.watchRead(ctx)
 	if err != nil {
 		return 0, buf, err
 	}
-	op, buf, err := c.readInto(buf)
+	op, buf, err := c.readInto(buf, false)
 	return op, buf, stop(err)
 }
 
-func (c *Conn) readInto(buf []byte) (Opcode, []byte, error) {
+// NextMessage reads one whole message into a buffer the Conn owns and
+// returns its type and payload, valid until the next read call (or Close).
+// It is the read for a server of many connections: between messages a
+// connection keeps at most a small buffer (4 KiB), and the larger buffers a
+// message needed go back to pools shared by every connection when the next
+// read call starts, as does the message's charge on the Budget. Small
+// messages are read without allocating.
+func (c *Conn) NextMessage(ctx context.Context) (Opcode, []byte, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	buf := c.msg
+	if c.msgPartial {
+		// The last call timed out in the middle of this message: go on.
+		c.msgPartial = false
+	} else {
+		c.doneMessage()
+		buf = c.msg[:0]
+	}
+	stop, err := c.watchRead(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	op, buf, err := c.readInto(buf, true)
+	c.msg = buf
+	if err = stop(err); err != nil {
+		if len(buf) > 0 && c.readErr == nil {
+			c.msgPartial = true // a timeout: the stream is intact
+		} else {
+			c.doneMessage()
+		}
+		return 0, nil, err
+	}
+	return op, buf, nil
+}
+
+// doneMessage ends the life of the message the last read call returned: its
+// charge on the Budget is released, and NextMessage's buffer goes back to
+// the pools unless it is small. The caller holds rmu.
+func (c *Conn) doneMessage() {
+	c.mcharge.release()
+	if cap(c.msg) > keepBuf {
+		putBuf(c.msgp, c.msg)
+		c.msg, c.msgp = nil, nil
+	}
+}
+
+// readInto reads one message, appending it to buf; owned says that buf is
+// NextMessage's (c.msg, with c.msgp), which grows from the pools.
+func (c *Conn) readInto(buf []byte, owned bool) (Opcode, []byte, error) {
 	if err := c.finishActiveRead(); err != nil {
 		return 0, buf, err
+	}
+	start := len(buf)
+	if owned {
+		start = 0 // a message continued after a timeout counts whole
 	}
 	for {
 		if want := c.p.PayloadWanted(); want >= directReadMin && c.readErr == nil && len(c.pending) == 0 {
 			// The rest of a large frame: read it straight into buf, so
 			// that its bytes are copied once, by the read system call.
 			if cap(buf)-len(buf) < directReadMin {
-				// Grow as append would, by what is known to come.
-				buf = slices.Grow(buf, int(min(want, int64(max(len(buf), 2*c.readMin)))))
+				buf = c.growMsg(buf, len(buf)+int(min(want, int64(2*c.readMin))), want, owned)
 			}
 			free := buf[len(buf):cap(buf)]
 			n, err := c.readNet(free[:min(int64(len(free)), want)])
 			if n > 0 {
 				ev, perr := c.p.ReceivePayload(free[:n])
 				if perr != nil {
-					return 0, buf, c.failRead(perr)
+					return 0, buf, c.failMessage(perr)
 				}
 				buf = buf[:len(buf)+n]
+				if !c.chargeMessage(len(buf) - start) {
+					c.p.fail(errBusy)
+					return 0, buf, c.failMessage(errBusy)
+				}
 				if ev.Fin {
 					return ev.Op, buf, nil
 				}
 				continue
 			}
 			if err != nil {
+				c.mcharge.release()
 				return 0, buf, err
 			}
 			continue
 		}
 		ev, err := c.nextEvent()
 		if err != nil {
+			c.mcharge.release()
 			return 0, buf, err
 		}
-		buf = append(buf, ev.Payload...)
+		if n := len(ev.Payload); n > 0 {
+			if !c.chargeMessage(len(buf) + n - start) {
+				c.p.fail(errBusy)
+				return 0, buf, c.failMessage(errBusy)
+			}
+			if cap(buf)-len(buf) < n {
+				buf = c.growMsg(buf, len(buf)+n, int64(n)+c.p.remaining, owned)
+			}
+			buf = append(buf, ev.Payload...)
+		}
 		if ev.Fin {
 			return ev.Op, buf, nil
 		}
 	}
+}
+
+// chargeMessage charges the message being read with size bytes in all and
+// reports false when the Budget refuses. A charge taken while CloseNow runs
+// on another goroutine is given back at once.
+func (c *Conn) chargeMessage(size int) bool {
+	if !c.mcharge.grow(size) {
+		return false
+	}
+	if c.closed.Load() {
+		c.mcharge.release()
+	}
+	return true
+}
+
+// failMessage fails the read side with a protocol error while a message is
+// being read: the message's charge goes first, so that the close frame and
+// the linger after it hold nothing of the Budget.
+func (c *Conn) failMessage(err error) error {
+	c.mcharge.release()
+	return c.failRead(err)
+}
+
+// growMsg returns buf with room for need bytes in all, grown as growCap
+// says; rest is what the current frame still carries. A buffer of
+// NextMessage's comes from the pools and the one it replaces goes back.
+func (c *Conn) growMsg(buf []byte, need int, rest int64, owned bool) []byte {
+	bound := int64(-1)
+	if p := c.p; !p.msgCompressed && p.hdr.Fin {
+		bound = int64(len(buf)) + rest // the whole message is announced
+	} else if p.maxMsg >= 0 {
+		bound = p.maxMsg + 1
+	}
+	if !owned {
+		nb := make([]byte, len(buf), growCap(len(buf), need, bound, false))
+		copy(nb, buf)
+		return nb
+	}
+	bp, nb := getBuf(growCap(len(buf), need, bound, true))
+	nb = append(nb, buf...)
+	putBuf(c.msgp, buf)
+	c.msgp = bp
+	return nb
 }
 
 // directReadMin is the least payload still to come for which ReadMessageInto
@@ -83,6 +195,7 @@ func (c *Conn) Reader(ctx context.Context) (Opcode, io.Reader, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	c.doneMessage()
 	if err := c.finishActiveRead(); err != nil {
 		return 0, nil, stop(err)
 	}
@@ -227,6 +340,7 @@ func (c *Conn) readNet(b []byte) (int, error) {
 func (c *Conn) setReadErr(err error) error {
 	if c.readErr == nil {
 		c.readErr = err
+		c.p.Release() // nothing more is received: a partial message goes
 		close(c.readDead)
 	}
 	return err
