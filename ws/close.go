@@ -40,10 +40,12 @@ func (c *Conn) Close(code StatusCode, reason string) error {
 		// Nobody is reading: read until the peer's close frame arrives.
 		c.nc.SetReadDeadline(time.Now().Add(c.closeTimeout))
 		for {
+			c.doneMessage()
 			if _, _, rerr := c.readInto(nil, false); rerr != nil {
 				break
 			}
 		}
+		c.doneMessage()
 		c.rmu.Unlock()
 	} else {
 		// Another goroutine reads; it will see the peer's close or fail.

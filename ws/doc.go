@@ -57,8 +57,9 @@
 //
 // # Connections
 //
-// Conn wraps a Protocol and a net.Conn: ReadMessage, ReadMessageInto and
-// Reader for whole, reused-buffer or streamed messages; WriteMessage,
+// Conn wraps a Protocol and a net.Conn: ReadMessage, ReadMessageInto,
+// NextMessage and Reader for whole, reused-buffer, Conn-owned (valid until
+// the next read) or streamed messages; WriteMessage,
 // BufferMessage, Writer and WritePrepared for writing; Ping; Close (the
 // closing handshake, RFC 6455 §7.1.2) and CloseNow. Reads are for one
 // goroutine at a time; writes and Close are safe for concurrent use, and
@@ -94,7 +95,44 @@
 // soon as MaxMessageSize is exceeded, so a small compressed message cannot
 // make the endpoint inflate a large one into memory. Compressed messages
 // are collected compressed until their last frame and then inflated in
-// pieces of at most 32 KiB.
+// pieces of at most 32 KiB (see Memory for what that holds, and Budget).
+//
+// # Memory
+//
+// What a connection holds, so that a server of many connections can be
+// sized (TestIdleAfterLargeMessage measures the first figures):
+//
+//   - idle, between messages: the receive buffer (ReadBufferSize, 32 KiB by
+//     default) and, read with NextMessage, a message buffer of at most
+//     4 KiB; with permessage-deflate also a compressed-input buffer of at
+//     most 4 KiB, and the 32 KiB window (kept in 64 KiB) only when the peer
+//     compresses with context takeover (AcceptOptions.AllowClientContextTakeover;
+//     off by default). 36 KiB plain, 40 KiB compressed, 104 KiB with the
+//     peer's context takeover, whatever the connection received before:
+//     larger buffers go back to pools shared by all connections (classes of
+//     4 KiB to 1 MiB) or to the garbage collector when the message is done
+//     with, at the next read call. No encode buffer is held between writes,
+//     and the inflater (about 44 KiB) is taken from a pool only while a
+//     compressed message is inflated;
+//   - a message being read whole: its payload so far, in a buffer that grows
+//     with the bytes that arrived, never to the length a header announces
+//     (doubling up to 1 MiB, then by half; at most the frame's announced
+//     end or the message limit); a compressed message also holds its
+//     compressed bytes until its last frame and a 32 KiB piece of inflated
+//     output. It is refused with 1009 as soon as it passes MaxMessageSize,
+//     inflated or not, so one connection holds at most about twice the
+//     limit (compressed and inflated) plus the buffer's slack;
+//   - a Budget (AcceptOptions.Budget, DialOptions.Budget, Config.Budget)
+//     bounds that across connections: every byte of such a message past
+//     BudgetFree (64 KiB) is charged as it arrives, compressed bytes by the
+//     Protocol until their inflation ends, the payload by the Conn until the
+//     next read call or the close. A message the Budget cannot take closes
+//     its connection with 1013 Try Again Later (registered with IANA in the
+//     close code registry of RFC 6455 §11.7: the server is overloaded for
+//     now, and the same message may pass later; 1009 would tell the sender
+//     the message itself is too big), counted by Budget.Refused. Streamed
+//     reads (Reader) are charged only for the compressed bytes: their
+//     payload is the caller's to keep or not.
 //
 // # Broadcast: PreparedMessage
 //
