@@ -26,6 +26,7 @@ import (
 // A Budget is safe for concurrent use. A nil *Budget is unlimited.
 type Budget struct {
 	limit   int64
+	free    int64 // BudgetFree; tests lower it
 	used    atomic.Int64
 	peak    atomic.Int64
 	refused atomic.Uint64
@@ -40,7 +41,7 @@ const BudgetFree = 64 << 10
 // NewBudget returns a Budget of limit bytes; limit <= 0 means unlimited (the
 // Budget still counts).
 func NewBudget(limit int64) *Budget {
-	return &Budget{limit: limit}
+	return &Budget{limit: limit, free: BudgetFree}
 }
 
 // Limit returns the limit in bytes, 0 when unlimited.
@@ -112,7 +113,7 @@ type charge struct {
 // grow charges the message up to size bytes in all (the part beyond
 // BudgetFree), and reports false when the Budget refuses.
 func (c *charge) grow(size int) bool {
-	if c.b == nil || size <= BudgetFree {
+	if c.b == nil || int64(size) <= c.b.free {
 		return true
 	}
 	want := int64(size) - c.held.Load()
