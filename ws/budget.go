@@ -14,8 +14,8 @@ import (
 // n connections may each hold up to the message size limit, twice over for
 // a compressed message.
 //
-// A message is charged as its bytes arrive, once it is longer than
-// BudgetFree, and released when it is done with: a Protocol releases the
+// A message longer than BudgetFree is charged whole as its bytes arrive,
+// and released when it is done with: a Protocol releases the
 // compressed bytes when their inflation ends, a Conn releases a message's
 // payload at its next read call, or when it is closed or fails. A message
 // that would take the Budget over its limit fails its connection at once

@@ -166,8 +166,16 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 		c.vectored = true
 	}
 	c.rio = newRawIO(nc)
+	if c.rio != nil {
+		c.rio.idle = c.p.ReleaseReadBuffer
+		c.rio.refill = c.refillReadBuffer
+	}
 	return c
 }
+
+// refillReadBuffer is what a raw read waiting without a buffer reads into
+// once the socket is readable.
+func (c *Conn) refillReadBuffer() []byte { return c.p.ReadBuffer(c.readMin) }
 
 // NetConn returns the underlying connection. Reading from or writing to it
 // directly corrupts the WebSocket stream; it is meant for addresses, socket

@@ -102,18 +102,22 @@
 // What a connection holds, so that a server of many connections can be
 // sized (TestIdleAfterLargeMessage measures the first figures):
 //
-//   - idle, between messages: the receive buffer (ReadBufferSize, 32 KiB by
-//     default) and, read with NextMessage, a message buffer of at most
-//     4 KiB; with permessage-deflate also a compressed-input buffer of at
-//     most 4 KiB, and the 32 KiB window (kept in 64 KiB) only when the peer
-//     compresses with context takeover (AcceptOptions.AllowClientContextTakeover;
-//     off by default). 36 KiB plain, 40 KiB compressed, 104 KiB with the
-//     peer's context takeover, whatever the connection received before:
-//     larger buffers go back to pools shared by all connections (classes of
-//     4 KiB to 1 MiB) or to the garbage collector when the message is done
-//     with, at the next read call. No encode buffer is held between writes,
-//     and the inflater (about 44 KiB) is taken from a pool only while a
-//     compressed message is inflated;
+//   - idle, between messages: read with NextMessage, a message buffer of
+//     at most 4 KiB; with permessage-deflate also a compressed-input buffer
+//     of at most 4 KiB, and the 32 KiB window (kept in 64 KiB) only when
+//     the peer compresses with context takeover
+//     (AcceptOptions.AllowClientContextTakeover; off by default). The
+//     receive buffer (ReadBufferSize, 32 KiB by default) goes back to a
+//     pool while a plain TCP or Unix socket on Linux waits for its peer
+//     (Protocol.ReleaseReadBuffer); elsewhere (TLS, other systems) it is
+//     kept. So 4 KiB plain, 8 KiB compressed, 72 KiB with the peer's
+//     context takeover (32 KiB more where the receive buffer is kept),
+//     whatever the connection received before: larger buffers go back to
+//     pools shared by all connections (classes of 4 KiB to 1 MiB) or to
+//     the garbage collector when the message is done with, at the next
+//     read call. No encode buffer is held between writes, and the inflater
+//     (about 44 KiB) is taken from a pool only while a compressed message
+//     is inflated;
 //   - a message being read whole: its payload so far, in a buffer that grows
 //     with the bytes that arrived, never to the length a header announces
 //     (doubling up to 1 MiB, then by half; at most the frame's announced
@@ -123,10 +127,10 @@
 //     inflated or not, so one connection holds at most about twice the
 //     limit (compressed and inflated) plus the buffer's slack;
 //   - a Budget (AcceptOptions.Budget, DialOptions.Budget, Config.Budget)
-//     bounds that across connections: every byte of such a message past
-//     BudgetFree (64 KiB) is charged as it arrives, compressed bytes by the
-//     Protocol until their inflation ends, the payload by the Conn until the
-//     next read call or the close. A message the Budget cannot take closes
+//     bounds that across connections: a message longer than BudgetFree
+//     (64 KiB) is charged whole as its bytes arrive, its compressed bytes
+//     by the Protocol until their inflation ends, its payload by the Conn
+//     until the next read call or the close. A message the Budget cannot take closes
 //     its connection with 1013 Try Again Later (registered with IANA in the
 //     close code registry of RFC 6455 §11.7: the server is overloaded for
 //     now, and the same message may pass later; 1009 would tell the sender

@@ -32,6 +32,12 @@ func bufClass(n int) int {
 	return bits.Len(uint(n-1)) - 12
 }
 
+// pooledSize reports whether n is the capacity of a class.
+func pooledSize(n int) bool {
+	i := bufClass(n)
+	return i >= 0 && minPooledBuf<<i == n
+}
+
 // getBuf returns an empty buffer of at least n bytes of capacity, from the
 // pools when n fits a class (its handle is non-nil then).
 func getBuf(n int) (*[]byte, []byte) {
@@ -51,12 +57,11 @@ func putBuf(bp *[]byte, b []byte) {
 	if bp == nil {
 		return
 	}
-	i := bufClass(cap(b))
-	if i < 0 || minPooledBuf<<i != cap(b) {
+	if !pooledSize(cap(b)) {
 		return
 	}
 	*bp = b[:0]
-	bufPools[i].Put(bp)
+	bufPools[bufClass(cap(b))].Put(bp)
 }
 
 // growCap returns the capacity a message buffer holding n bytes grows to

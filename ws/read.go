@@ -93,7 +93,7 @@ func (c *Conn) readInto(buf []byte, owned bool) (Opcode, []byte, error) {
 				buf = c.growMsg(buf, len(buf)+int(min(want, int64(2*c.readMin))), want, owned)
 			}
 			free := buf[len(buf):cap(buf)]
-			n, err := c.readNet(free[:min(int64(len(free)), want)])
+			n, err := c.readNet(free[:min(int64(len(free)), want)], false)
 			if n > 0 {
 				ev, perr := c.p.ReceivePayload(free[:n])
 				if perr != nil {
@@ -295,8 +295,8 @@ func (c *Conn) nextEvent() (Event, error) {
 			return Event{}, c.peerClosed(ev.Code, ev.Reason)
 		}
 		// EventNone: the protocol needs more bytes. Read them straight
-		// into its buffer.
-		n, err := c.readNet(c.p.ReadBuffer(c.readMin))
+		// into its buffer, which it gives back while the peer is silent.
+		n, err := c.readNet(c.p.ReadBuffer(c.readMin), true)
 		if n > 0 {
 			c.p.Commit(n)
 			continue
@@ -309,15 +309,17 @@ func (c *Conn) nextEvent() (Event, error) {
 
 // readNet reads from the network into b. Frames buffered by BufferMessage
 // are written first: the read may wait, and the peer may be waiting for
-// them. An error other than a timeout ends the read side.
-func (c *Conn) readNet(b []byte) (int, error) {
+// them. An error other than a timeout ends the read side. idle says that b
+// is the Protocol's receive buffer (from ReadBuffer), which a raw socket
+// read gives back while it waits (Protocol.ReleaseReadBuffer).
+func (c *Conn) readNet(b []byte, idle bool) (int, error) {
 	if c.buffered.Load() {
 		c.flushBuffered()
 	}
 	var n int
 	var err error
 	if c.rio != nil {
-		n, err = c.rio.read(b)
+		n, err = c.rio.readIdle(b, idle)
 	} else {
 		n, err = c.nc.Read(b)
 	}
