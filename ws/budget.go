@@ -127,6 +127,27 @@ func (c *charge) grow(size int) bool {
 	return true
 }
 
+// shrink gives back what the message holds beyond size bytes.
+func (c *charge) shrink(size int) {
+	if c.b == nil {
+		return
+	}
+	keep := int64(size)
+	if keep <= c.b.free {
+		keep = 0
+	}
+	for {
+		h := c.held.Load()
+		if h <= keep {
+			return
+		}
+		if c.held.CompareAndSwap(h, keep) {
+			c.b.release(h - keep)
+			return
+		}
+	}
+}
+
 // release gives back what the message holds.
 func (c *charge) release() {
 	if c.b == nil {

@@ -72,9 +72,13 @@ type Conn struct {
 	onPong     func([]byte)
 	// The message being read whole: what it holds of the Budget (until the
 	// next read call), and NextMessage's buffer with its pool handle.
-	mcharge charge
-	msg     []byte
-	msgp    *[]byte
+	mcharge      charge
+	msg          []byte
+	msgp         *[]byte
+	chunks       [][]byte  // the earlier pieces of a large message (endMessage)
+	chunkps      []*[]byte // their pool handles
+	chunked      int       // their bytes
+	lingerWanted bool      // failRead wrote a close frame: linger, then drop nc
 	// msgPartial: NextMessage timed out with part of a message in msg.
 	msgPartial bool
 

@@ -26,6 +26,7 @@ func (c *Conn) ReadMessageInto(ctx context.Context, buf []byte) (Opcode, []byte,
 		return 0, buf, err
 	}
 	op, buf, err := c.readInto(buf, false)
+	c.lingerIfFailed()
 	return op, buf, stop(err)
 }
 
@@ -53,15 +54,16 @@ func (c *Conn) NextMessage(ctx context.Context) (Opcode, []byte, error) {
 	}
 	op, buf, err := c.readInto(buf, true)
 	c.msg = buf
-	if err = stop(err); err != nil {
+	if err != nil {
 		if len(buf) > 0 && c.readErr == nil {
 			c.msgPartial = true // a timeout: the stream is intact
 		} else {
 			c.doneMessage()
+			c.lingerIfFailed()
 		}
-		return 0, nil, err
+		return 0, nil, stop(err)
 	}
-	return op, buf, nil
+	return op, buf, stop(nil)
 }
 
 // doneMessage ends the life of the message the last read call returned: its
@@ -69,6 +71,7 @@ func (c *Conn) NextMessage(ctx context.Context) (Opcode, []byte, error) {
 // the pools unless it is small. The caller holds rmu.
 func (c *Conn) doneMessage() {
 	c.mcharge.release()
+	c.dropChunks()
 	if cap(c.msg) > keepBuf {
 		putBuf(c.msgp, c.msg)
 		c.msg, c.msgp = nil, nil
@@ -90,7 +93,12 @@ func (c *Conn) readInto(buf []byte, owned bool) (Opcode, []byte, error) {
 			// The rest of a large frame: read it straight into buf, so
 			// that its bytes are copied once, by the read system call.
 			if cap(buf)-len(buf) < directReadMin {
-				buf = c.growMsg(buf, len(buf)+int(min(want, int64(2*c.readMin))), want, owned)
+				need := len(buf) + int(min(want, int64(2*c.readMin)))
+				if owned && need > maxPooledBuf {
+					buf = c.nextChunk(buf)
+				} else {
+					buf = c.growMsg(buf, need, want, owned)
+				}
 			}
 			free := buf[len(buf):cap(buf)]
 			n, err := c.readNet(free[:min(int64(len(free)), want)], false)
@@ -100,12 +108,11 @@ func (c *Conn) readInto(buf []byte, owned bool) (Opcode, []byte, error) {
 					return 0, buf, c.failMessage(perr)
 				}
 				buf = buf[:len(buf)+n]
-				if !c.chargeMessage(len(buf) - start) {
-					c.p.fail(errBusy)
-					return 0, buf, c.failMessage(errBusy)
+				if !c.chargeMessage(c.chunked + len(buf) - start) {
+					return 0, buf, c.failBusy()
 				}
 				if ev.Fin {
-					return ev.Op, buf, nil
+					return c.endMessage(ev.Op, buf)
 				}
 				continue
 			}
@@ -121,19 +128,82 @@ func (c *Conn) readInto(buf []byte, owned bool) (Opcode, []byte, error) {
 			return 0, buf, err
 		}
 		if n := len(ev.Payload); n > 0 {
-			if !c.chargeMessage(len(buf) + n - start) {
-				c.p.fail(errBusy)
-				return 0, buf, c.failMessage(errBusy)
+			if !c.chargeMessage(c.chunked + len(buf) + n - start) {
+				return 0, buf, c.failBusy()
 			}
 			if cap(buf)-len(buf) < n {
-				buf = c.growMsg(buf, len(buf)+n, int64(n)+c.p.remaining, owned)
+				if owned && len(buf)+n > maxPooledBuf {
+					buf = c.nextChunk(buf)
+				} else {
+					buf = c.growMsg(buf, len(buf)+n, int64(n)+c.p.remaining, owned)
+				}
 			}
 			buf = append(buf, ev.Payload...)
 		}
 		if ev.Fin {
-			return ev.Op, buf, nil
+			return c.endMessage(ev.Op, buf)
 		}
 	}
+}
+
+// A message NextMessage reads that outgrows the largest pooled buffer
+// (1 MiB) is collected in pooled pieces of that size (c.chunks, then msg)
+// and put together in one buffer of its exact size when it is complete.
+// So growing it copies nothing, and a message that is never completed (one
+// that inflates past the limit, say) leaves no garbage: its pieces go back
+// to the pool for the next one.
+
+// nextChunk puts the full piece buf aside and returns a new, empty one.
+func (c *Conn) nextChunk(buf []byte) []byte {
+	if len(buf) > 0 {
+		c.chunks = append(c.chunks, buf)
+		c.chunkps = append(c.chunkps, c.msgp)
+		c.chunked += len(buf)
+	} else {
+		putBuf(c.msgp, buf)
+	}
+	bp, nb := getBuf(maxPooledBuf)
+	c.msgp = bp
+	return nb
+}
+
+// endMessage returns the complete message whose last piece is tail. The
+// pieces are copied into one buffer, charged twice for the moment of the
+// copy.
+func (c *Conn) endMessage(op Opcode, tail []byte) (Opcode, []byte, error) {
+	if len(c.chunks) == 0 {
+		return op, tail, nil
+	}
+	total := c.chunked + len(tail)
+	if !c.chargeMessage(2 * total) {
+		return 0, tail, c.failBusy()
+	}
+	out := make([]byte, 0, total)
+	for _, ch := range c.chunks {
+		out = append(out, ch...)
+	}
+	out = append(out, tail...)
+	c.dropChunks()
+	putBuf(c.msgp, tail)
+	c.msgp = nil
+	c.mcharge.shrink(total)
+	return op, out, nil
+}
+
+// dropChunks returns the pieces put aside to the pool.
+func (c *Conn) dropChunks() {
+	for i, ch := range c.chunks {
+		putBuf(c.chunkps[i], ch)
+	}
+	clear(c.chunks)
+	clear(c.chunkps)
+	c.chunks, c.chunkps, c.chunked = c.chunks[:0], c.chunkps[:0], 0
+}
+
+// failBusy fails the connection because the Budget refused the message.
+func (c *Conn) failBusy() error {
+	c.p.fail(errBusy)
+	return c.failMessage(errBusy)
 }
 
 // chargeMessage charges the message being read with size bytes in all and
@@ -197,10 +267,12 @@ func (c *Conn) Reader(ctx context.Context) (Opcode, io.Reader, error) {
 	}
 	c.doneMessage()
 	if err := c.finishActiveRead(); err != nil {
+		c.lingerIfFailed()
 		return 0, nil, stop(err)
 	}
 	ev, err := c.nextEvent()
 	if err != nil {
+		c.lingerIfFailed()
 		return 0, nil, stop(err)
 	}
 	stop(nil)
@@ -249,6 +321,7 @@ func (r *messageReader) Read(p []byte) (int, error) {
 			return 0, err
 		}
 		ev, err := r.c.nextEvent()
+		r.c.lingerIfFailed()
 		if err = stop(err); err != nil {
 			return 0, err
 		}
