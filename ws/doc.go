@@ -118,14 +118,20 @@
 //     read call. No encode buffer is held between writes, and the inflater
 //     (about 44 KiB) is taken from a pool only while a compressed message
 //     is inflated;
-//   - a message being read whole: its payload so far, in a buffer that grows
-//     with the bytes that arrived, never to the length a header announces
-//     (doubling up to 1 MiB, then by half; at most the frame's announced
-//     end or the message limit); a compressed message also holds its
-//     compressed bytes until its last frame and a 32 KiB piece of inflated
-//     output. It is refused with 1009 as soon as it passes MaxMessageSize,
-//     inflated or not, so one connection holds at most about twice the
-//     limit (compressed and inflated) plus the buffer's slack;
+//   - a message being read whole: its payload so far, in memory that grows
+//     with the bytes that arrived, never to the length a header announces.
+//     NextMessage takes pooled buffers up to 1 MiB, then pooled 1 MiB
+//     pieces, joined into one buffer of the exact size when the last frame
+//     is in (for that moment the message is held twice), so growing copies
+//     nothing and a message that fails leaves no garbage; ReadMessageInto
+//     grows the caller's buffer, doubling up to 1 MiB, then by half, never
+//     past the frame's announced end or the message limit. A compressed
+//     message also holds its compressed bytes until its last frame and a
+//     32 KiB piece of inflated output. It is refused with 1009 as soon as
+//     it passes MaxMessageSize, inflated or not, so one connection holds at
+//     most about twice the limit (compressed and inflated). A failed
+//     NextMessage gives its buffers back before the connection lingers for
+//     the peer's close (up to a second);
 //   - a Budget (AcceptOptions.Budget, DialOptions.Budget, Config.Budget)
 //     bounds that across connections: a message longer than BudgetFree
 //     (64 KiB) is charged whole as its bytes arrive, its compressed bytes

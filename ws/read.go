@@ -35,8 +35,9 @@ func (c *Conn) ReadMessageInto(ctx context.Context, buf []byte) (Opcode, []byte,
 // It is the read for a server of many connections: between messages a
 // connection keeps at most a small buffer (4 KiB), and the larger buffers a
 // message needed go back to pools shared by every connection when the next
-// read call starts, as does the message's charge on the Budget. Small
-// messages are read without allocating.
+// read call starts, as does the message's charge on the Budget. A message
+// past 1 MiB is collected in pooled pieces and joined in one buffer of its
+// size at its end. Messages up to 1 MiB are read without allocating.
 func (c *Conn) NextMessage(ctx context.Context) (Opcode, []byte, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
