@@ -28,8 +28,8 @@ const (
 
 // Conn is a WebSocket connection after a successful opening handshake.
 //
-// Concurrency: the read methods (ReadMessage, ReadMessageInto, Reader)
-// must be called from one goroutine at a time. The write methods
+// Concurrency: the read methods (ReadMessage, ReadMessageInto, NextMessage,
+// Reader) must be called from one goroutine at a time. The write methods
 // (WriteMessage, BufferMessage, Flush, Writer, WritePrepared,
 // WritePreparedBatch, Ping), Close, CloseNow and the deadline setters are safe
 // to call from any number of goroutines at once: the Conn serialises writes
