@@ -136,13 +136,21 @@
 //     bounds that across connections: a message longer than BudgetFree
 //     (64 KiB) is charged whole as its bytes arrive, its compressed bytes
 //     by the Protocol until their inflation ends, its payload by the Conn
-//     until the next read call or the close. A message the Budget cannot take closes
-//     its connection with 1013 Try Again Later (registered with IANA in the
-//     close code registry of RFC 6455 §11.7: the server is overloaded for
-//     now, and the same message may pass later; 1009 would tell the sender
-//     the message itself is too big), counted by Budget.Refused. Streamed
-//     reads (Reader) are charged only for the compressed bytes: their
-//     payload is the caller's to keep or not.
+//     until the next read call or the close. A message the Budget cannot
+//     take closes its connection with 1013 Try Again Later (registered with
+//     IANA in the close code registry of RFC 6455 §11.7: the server is
+//     overloaded for now, and the same message may pass later; 1009 would
+//     tell the sender the message itself is too big), counted by
+//     Budget.Refused. The Budget counts bytes received, not buffer
+//     capacity: a buffer may be up to twice its message below 1 MiB and up
+//     to 1 MiB larger above. Streamed reads (Reader) are charged only for
+//     the compressed bytes: their payload is the caller's to keep or not;
+//   - after a burst, the pools keep the buffers of the burst's peak (the
+//     Budget with its slack, and up to 64 KiB for each connection that was
+//     busy at that moment) until the garbage collector empties them, in two
+//     cycles; an idle process runs a cycle every two minutes, so its RSS
+//     falls back within minutes, while each connection is back to its idle
+//     figure at once.
 //
 // # Broadcast: PreparedMessage
 //
