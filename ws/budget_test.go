@@ -408,3 +408,29 @@ func TestBudgetBoundsHeap(t *testing.T) {
 	}
 	waitInUse(t, budget, 0)
 }
+
+// TestBudgetPassesFullMessage: with a Budget of three times the limit (the
+// bus's default past 80 MiB), one message of the limit that does not
+// compress at all passes, compressed: its compressed bytes and pieces, then
+// its pieces and their join, take twice the limit at most.
+func TestBudgetPassesFullMessage(t *testing.T) {
+	const limit = 8 << 20
+	budget := NewBudget(3 * limit)
+	sizes := make(chan int, 1)
+	url := budgetServer(t, &AcceptOptions{EnableCompression: true, MaxMessageSize: limit, MaxFrameSize: -1, Budget: budget}, func(c *Conn) {
+		_, msg, err := c.NextMessage(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		sizes <- len(msg)
+	})
+	msg := make([]byte, limit)
+	rand.NewChaCha8([32]byte{1}).Read(msg)
+	answer(t, url, func(ctx context.Context, c *Conn) error { return c.WriteMessage(ctx, BinaryMessage, msg) })
+	if n := <-sizes; n != limit {
+		t.Fatalf("read %d bytes, want %d", n, limit)
+	}
+	if p := budget.peak.Load(); p > 2*limit+limit/8 || budget.Refused() != 0 {
+		t.Errorf("peak %d MiB for a message of %d MiB, %d refused", p>>20, limit>>20, budget.Refused())
+	}
+}
