@@ -138,6 +138,13 @@ func decode(m *merger, loc *locations, prov *Provenance) (*Config, error) {
 			prov.sources["max_queue_bytes"] = builtIn + " (raised to 2 × max_msg_size)"
 		}
 	}
+	// Likewise max_inflight_bytes.
+	if prov.sources["max_inflight_bytes"] == builtIn {
+		c.Bus.MaxInflightBytes = bus.DefaultInflightBytes(c.Bus.MaxMsgSize)
+		if c.Bus.MaxInflightBytes != bus.DefaultMaxInflightBytes {
+			prov.sources["max_inflight_bytes"] = builtIn + " (raised to 3 × max_msg_size)"
+		}
+	}
 	if c.SSL && (c.SSLCert == "") != (c.SSLKey == "") {
 		set, unset := "ssl_cert", "ssl_key"
 		if c.SSLCert == "" {

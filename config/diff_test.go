@@ -22,6 +22,7 @@ var mutations = map[string]func(*Config){
 	"filter_logs":              func(c *Config) { c.Bus.FilterLogs = append(c.Bus.FilterLogs, "x") },
 	"shared_connection":        func(c *Config) { c.SharedConnection = !c.SharedConnection },
 	"max_queue_bytes":          func(c *Config) { c.Bus.MaxQueueBytes++ },
+	"max_inflight_bytes":       func(c *Config) { c.Bus.MaxInflightBytes++ },
 	"max_queue_messages":       func(c *Config) { c.Bus.MaxQueueMessages++ },
 	"write_timeout":            func(c *Config) { c.Bus.WriteTimeout += time.Second },
 	"handshake_timeout":        func(c *Config) { c.Bus.HandshakeTimeout += time.Second },
@@ -36,7 +37,7 @@ var mutations = map[string]func(*Config){
 }
 
 func TestDiffCoversEveryKey(t *testing.T) {
-	restartKeys := []string{"host", "port", "route", "ssl", "ssl_cert", "ssl_key", "compression", "metrics_address", "log_file"}
+	restartKeys := []string{"host", "port", "route", "ssl", "ssl_cert", "ssl_key", "compression", "metrics_address", "log_file", "max_inflight_bytes"}
 	for _, key := range Keys() {
 		mutate, ok := mutations[key]
 		if !ok {

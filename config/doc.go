@@ -77,6 +77,11 @@
 //	                                              OVOS_BUS_SSL_KEY --ssl-key                   self-signed pair is made (EnsureCertificate)
 //	max_msg_size              25 (10 if missing)  OVOS_BUS_MAX_MSG_SIZE --max-msg-size live     OVOS: largest frame, MiB (× 1024 × 1024
 //	                                                                                           bytes), > 0, at most 4096; fractions allowed
+//	max_inflight_bytes        83886080 (80 MiB)   OVOS_BUS_MAX_INFLIGHT_BYTES         restart  bytes all clients together may hold of
+//	                                              --max-inflight-bytes                         messages being read; a message over
+//	                                                                                           64 KiB past it closes its sender with
+//	                                                                                           1013; at least max_msg_size. Unset, it
+//	                                                                                           grows to 3 × max_msg_size when larger
 //	filter                    false               OVOS_BUS_FILTER --filter            live     OVOS: one DEBUG line per message
 //	filter_logs               ["gui.status.request", "gui.page.upload"]               live     OVOS: types left out of that line
 //	                                              OVOS_BUS_FILTER_LOGS --filter-logs           (comma-separated in variable and flag)

@@ -60,6 +60,8 @@ var keys = []key{
 		own: func(c *Config) any { return &c.SSLKey }, reload: bus.Restart, doc: "PEM key file"},
 	{name: "max_msg_size", env: env1("OVOS_BUS_MAX_MSG_SIZE"), flag: "max-msg-size", kind: kindMiB,
 		bus: func(o *bus.Options) any { return &o.MaxMsgSize }, doc: "largest message in MiB"},
+	{name: "max_inflight_bytes", env: env1("OVOS_BUS_MAX_INFLIGHT_BYTES"), flag: "max-inflight-bytes", kind: kindBytes,
+		bus: func(o *bus.Options) any { return &o.MaxInflightBytes }, doc: "bytes all clients together may hold of messages being read"},
 	{name: "filter", env: env1("OVOS_BUS_FILTER"), flag: "filter", kind: kindBool,
 		bus: func(o *bus.Options) any { return &o.Filter }, doc: "log one DEBUG line per message"},
 	{name: "filter_logs", env: env1("OVOS_BUS_FILTER_LOGS"), flag: "filter-logs", kind: kindList,
