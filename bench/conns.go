@@ -134,21 +134,29 @@ func (e *errorLog) first() string {
 // cpuMeter measures the CPU time of this process, and of the server
 // process when its pid is known, over the timed phase of a run.
 type cpuMeter struct {
-	serverPID    int
-	serverBefore stats.CPUSample
+	serverPIDs   []int
+	serverBefore []stats.CPUSample
 	serverOK     bool
 	selfBefore   time.Duration
 	selfErr      error
 }
 
-// startCPU takes the first CPU samples; serverPID ≤ 0 measures no server.
-func startCPU(serverPID int) *cpuMeter {
-	m := &cpuMeter{serverPID: serverPID}
-	if serverPID > 0 {
-		var err error
-		m.serverBefore, err = stats.ReadCPU(serverPID)
-		m.serverOK = err == nil
+// startCPU takes the first CPU samples of this process and of the server
+// processes (several for a cluster; pids ≤ 0 are left out).
+func startCPU(serverPIDs ...int) *cpuMeter {
+	m := &cpuMeter{}
+	for _, pid := range serverPIDs {
+		if pid <= 0 {
+			continue
+		}
+		s, err := stats.ReadCPU(pid)
+		if err != nil {
+			m.serverPIDs, m.serverBefore = nil, nil
+			break
+		}
+		m.serverPIDs, m.serverBefore = append(m.serverPIDs, pid), append(m.serverBefore, s)
 	}
+	m.serverOK = len(m.serverPIDs) > 0
 	m.selfBefore, m.selfErr = stats.SelfCPU()
 	return m
 }
@@ -170,8 +178,14 @@ func (m *cpuMeter) stop(wall time.Duration) cpuUsage {
 		u.client = selfAfter - m.selfBefore
 	}
 	if m.serverOK {
-		if serverAfter, err := stats.ReadCPU(m.serverPID); err == nil {
-			u.server, u.serverOK = stats.CPUSince(m.serverBefore, serverAfter), true
+		u.serverOK = true
+		for i, pid := range m.serverPIDs {
+			after, err := stats.ReadCPU(pid)
+			if err != nil {
+				u.server, u.serverOK = 0, false
+				break
+			}
+			u.server += stats.CPUSince(m.serverBefore[i], after)
 		}
 	}
 	if wall > 0 {

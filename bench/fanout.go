@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,7 +33,9 @@ const ClientBoundShare = 0.8
 // FanoutConfig describes one run of the OVOS fan-out benchmark
 // (spec §10). A zero field means its default.
 type FanoutConfig struct {
-	// URL of the bus, ws:// or wss://.
+	// URL of the bus, ws:// or wss://. Several comma-separated URLs are the
+	// nodes of one clustered bus: the sender connects to the first, the
+	// subscribers to each in turn.
 	URL string
 	// Clients is the number of subscribers (M); Messages the number of
 	// timed messages the sender sends (N).
@@ -56,6 +59,9 @@ type FanoutConfig struct {
 	// The upstream benchmark's sender never reads (spec §3), which is the
 	// default.
 	DrainSender bool
+	// ServerPIDs are more bus processes whose CPU time is added to
+	// ServerPID's (the other nodes of a cluster).
+	ServerPIDs []int
 	// ServerPID, when positive, is the bus process whose CPU time is
 	// measured over the timed phase.
 	ServerPID int
@@ -191,8 +197,9 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	stop := conns.closeOnCancel(ctx)
 	defer stop()
 
+	urls := strings.Split(cfg.URL, ",")
 	connectAll(ctx, cfg.Clients, cfg.ConnectConcurrency, func(i int) {
-		c, err := r.connect(ctx)
+		c, err := r.connect(ctx, urls[i%len(urls)])
 		if err != nil {
 			r.errs.add("subscriber connect: %v", err)
 			return
@@ -212,7 +219,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	if len(live) == 0 {
 		return nil, fmt.Errorf("no subscriber could connect to %s: %s", cfg.URL, r.errs.first())
 	}
-	sender, err := r.connect(ctx)
+	sender, err := r.connect(ctx, urls[0])
 	if err != nil {
 		return nil, fmt.Errorf("sender: %w", err)
 	}
@@ -267,7 +274,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	}
 
 	// Timed phase.
-	cpu := startCPU(cfg.ServerPID)
+	cpu := startCPU(append([]int{cfg.ServerPID}, cfg.ServerPIDs...)...)
 	stopProgress := startProgress(cfg.Progress, int64(cfg.Clients)*int64(cfg.Messages), func() int64 {
 		var n int64
 		for _, s := range live {
@@ -319,9 +326,9 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	return res, nil
 }
 
-// connect dials one connection and takes its greeting.
-func (r *fanoutRun) connect(ctx context.Context) (*ws.Conn, error) {
-	c, _, err := ws.Dial(ctx, r.cfg.URL, r.dial)
+// connect dials one connection to url and takes its greeting.
+func (r *fanoutRun) connect(ctx context.Context, url string) (*ws.Conn, error) {
+	c, _, err := ws.Dial(ctx, strings.TrimSpace(url), r.dial)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -43,7 +44,7 @@ func (s FanoutSuite) Run(ctx context.Context) (*Report, error) {
 	opts := suiteOptions{targets: s.Targets, repeat: repeat, pause: s.Pause, progress: s.Progress, log: s.Log}
 	err := runSuite(ctx, rep, opts, s.Scenarios, func(sc Scenario, t Target, progress func(done, expected int64)) (map[string]float64, string, error) {
 		cfg := base
-		cfg.URL, cfg.Clients, cfg.Messages, cfg.ServerPID = t.URL, sc.Clients, sc.Messages, max(t.PID, 0)
+		cfg.URL, cfg.Clients, cfg.Messages, cfg.ServerPID, cfg.ServerPIDs = t.URL, sc.Clients, sc.Messages, max(t.PID, 0), t.PIDs
 		cfg.Progress = progress
 		res, err := RunFanout(ctx, cfg)
 		if err != nil {
@@ -166,7 +167,14 @@ func resolvePIDs(ts []Target) []Target {
 	out := make([]Target, len(ts))
 	for i, t := range ts {
 		if t.PID == 0 {
-			t.PID = ResolvePID(t.URL)
+			urls := strings.Split(t.URL, ",")
+			t.PID = ResolvePID(strings.TrimSpace(urls[0]))
+			t.PIDs = nil
+			for _, u := range urls[1:] {
+				if pid := ResolvePID(strings.TrimSpace(u)); pid > 0 {
+					t.PIDs = append(t.PIDs, pid)
+				}
+			}
 		}
 		out[i] = t
 	}

@@ -19,6 +19,9 @@ type Target struct {
 	// PID is the server process whose CPU time is measured: 0 means look
 	// it up from the URL's port (local URLs only), negative means none.
 	PID int
+	// PIDs are the processes of the other URLs of a URL list (the nodes
+	// of a cluster), looked up with PID; their CPU time is added.
+	PIDs []int
 }
 
 // ParseTarget parses NAME=URL; a bare URL is named after its host and port.
@@ -27,9 +30,15 @@ func ParseTarget(s string) (Target, error) {
 	if !ok || strings.Contains(name, "://") {
 		name, u = "", s
 	}
-	pu, err := url.Parse(u)
-	if err != nil || (pu.Scheme != "ws" && pu.Scheme != "wss") || pu.Host == "" {
-		return Target{}, fmt.Errorf("%q: want NAME=ws://HOST:PORT/PATH", s)
+	var pu *url.URL
+	for i, part := range strings.Split(u, ",") {
+		p, err := url.Parse(strings.TrimSpace(part))
+		if err != nil || (p.Scheme != "ws" && p.Scheme != "wss") || p.Host == "" {
+			return Target{}, fmt.Errorf("%q: want NAME=ws://HOST:PORT/PATH (or several, comma-separated: the nodes of a cluster)", s)
+		}
+		if i == 0 {
+			pu = p
+		}
 	}
 	if name == "" {
 		name = pu.Host

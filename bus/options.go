@@ -25,6 +25,7 @@ const (
 	DefaultMaxMsgSize       = 25 << 20 // websocket.max_msg_size: 25 MiB
 	DefaultMaxQueueMessages = 100000
 	DefaultMaxQueueBytes    = 64 << 20
+	DefaultMaxInflightBytes = 80 << 20 // see DefaultInflightBytes
 	DefaultWriteTimeout     = 10 * time.Second
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultShutdownTimeout  = 5 * time.Second
@@ -48,6 +49,18 @@ func DefaultQueueBytes(maxMsgSize int64) int64 {
 		return 2 * maxMsgSize
 	}
 	return DefaultMaxQueueBytes
+}
+
+// DefaultInflightBytes returns the MaxInflightBytes used when it is zero:
+// DefaultMaxInflightBytes, or three times maxMsgSize when that is larger. A
+// compressed message of the limit holds up to twice its size while it is
+// read (its compressed bytes, collected until its last frame, and the
+// inflated message), so one such message always passes, with room to spare
+// for everyone else's; and 100 connections sending deflate bombs hold at
+// most this much at once (about twice that in RSS, with the garbage
+// collector's headroom), where each could otherwise hold the limit.
+func DefaultInflightBytes(maxMsgSize int64) int64 {
+	return max(DefaultMaxInflightBytes, 3*maxMsgSize)
 }
 
 // Options configures a Server. The zero value is a drop-in ovos-messagebus:
@@ -77,6 +90,12 @@ type Options struct {
 	// 1009 and is not relayed. Lowered by Apply, it applies to connected
 	// clients too.
 	MaxMsgSize int64 `ovbus:"max_msg_size,live"`
+	// MaxInflightBytes bounds what all clients together may hold of the
+	// messages being read from them (a ws.Budget shared by every
+	// connection): a message over 64 KiB (ws.BudgetFree) that would take the total past it
+	// closes its sender with 1013 "try again later" and is counted in
+	// ovbus_inflight_refused_total. Zero is DefaultInflightBytes(MaxMsgSize).
+	MaxInflightBytes int64 `ovbus:"max_inflight_bytes,restart"`
 
 	// Filter writes one DEBUG line per relayed message (websocket.filter).
 	Filter bool `ovbus:"filter,live"`
@@ -177,6 +196,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxMsgSize == 0 {
 		o.MaxMsgSize = DefaultMaxMsgSize
 	}
+	if o.MaxInflightBytes == 0 {
+		o.MaxInflightBytes = DefaultInflightBytes(o.MaxMsgSize)
+	}
 	if o.FilterLogs == nil {
 		o.FilterLogs = DefaultFilterLogs()
 	} else {
@@ -252,6 +274,10 @@ func (o *Options) validate() error {
 	}
 	if o.MaxMsgSize < 0 || o.MaxMsgSize > MaxMsgSizeLimit {
 		bad("max_msg_size", "expected a number of bytes greater than 0 and at most %d, got %d", MaxMsgSizeLimit, o.MaxMsgSize)
+	}
+	if o.MaxInflightBytes < o.MaxMsgSize {
+		bad("max_inflight_bytes", "%d is smaller than max_msg_size (%d bytes): a full-size message could never be read",
+			o.MaxInflightBytes, o.MaxMsgSize)
 	}
 	for i, t := range o.FilterLogs {
 		if t == "" {

@@ -63,6 +63,7 @@ type Server struct {
 	hub      *hub
 	m        *metrics
 	greeting *ws.PreparedMessage
+	inflight *ws.Budget // Options.MaxInflightBytes, shared by every connection
 
 	closing  atomic.Bool
 	closingC chan struct{} // closed when Shutdown starts
@@ -100,6 +101,7 @@ func New(opts Options) (*Server, error) {
 		log:      o.Logger,
 		hub:      newHub(o.MaxQueueMessages, o.MaxQueueBytes),
 		greeting: greeting,
+		inflight: ws.NewBudget(o.MaxInflightBytes),
 		done:     make(chan struct{}),
 		closingC: make(chan struct{}),
 		progress: make(chan struct{}, 1),
@@ -309,6 +311,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		Compression:       o.Compression,
 		MaxMessageSize:    maxSize,
 		MaxFrameSize:      maxSize,
+		Budget:            s.inflight,
 		HandshakeTimeout:  o.HandshakeTimeout,
 		CloseTimeout:      closeTimeout,
 	})

@@ -93,18 +93,15 @@ func (c *session) finish(reason string, code ws.StatusCode, detail string, attrs
 // readLoop relays what the client sends until the connection ends. It runs
 // on the HTTP handler's goroutine.
 func (c *session) readLoop() {
-	var buf []byte
 	ctx := context.Background()
 	for {
-		op, b, err := c.conn.ReadMessageInto(ctx, buf[:0])
+		// b is the Conn's until the next read: relay copies what it keeps
+		// (the log owns its copy, under its own bounds), and the Conn keeps
+		// only a small buffer and nothing of max_inflight_bytes after it.
+		op, b, err := c.conn.NextMessage(ctx)
 		if err != nil {
 			c.readFailed(err)
 			return
-		}
-		if cap(b) <= 1<<20 {
-			buf = b // reuse; a huge buffer is let go after its message
-		} else {
-			buf = nil
 		}
 		if isClosed(c.done) {
 			continue // closing: read on until the connection drops

@@ -210,7 +210,7 @@ type waiter struct {
 //
 // All methods are safe for concurrent use.
 type Client struct {
-	url  string
+	urls []string // the buses to dial, in turn
 	opts Options
 
 	ctx    context.Context // lifetime; cancelled by Close
@@ -219,6 +219,8 @@ type Client struct {
 	done   chan struct{}
 
 	mu          sync.Mutex
+	url         string // the bus dialled last
+	nextURL     int    // index in urls of the next dial
 	state       State
 	started     bool
 	closing     bool // no more emits, connects or state changes but Closed
@@ -235,19 +237,26 @@ type Client struct {
 }
 
 // New returns a Client for the bus at rawURL (ws:// or wss://) without connecting: register
-// handlers, then call Connect or Start.
+// handlers, then call Connect or Start. rawURL may list several nodes of one clustered bus,
+// separated by commas: every dial takes the next one in turn, so that after a drop the client
+// reconnects to another node.
 func New(rawURL string, opts *Options) (*Client, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, fmt.Errorf("client: bad bus URL: %w", err)
+	var urls []string
+	for _, raw := range strings.Split(rawURL, ",") {
+		raw = strings.TrimSpace(raw)
+		u, err := url.Parse(raw)
+		if err != nil {
+			return nil, fmt.Errorf("client: bad bus URL: %w", err)
+		}
+		if u.Scheme != "ws" && u.Scheme != "wss" {
+			return nil, fmt.Errorf("client: bad bus URL %q: the scheme must be ws or wss", raw)
+		}
+		if u.Host == "" {
+			return nil, fmt.Errorf("client: bad bus URL %q: no host", raw)
+		}
+		urls = append(urls, raw)
 	}
-	if u.Scheme != "ws" && u.Scheme != "wss" {
-		return nil, fmt.Errorf("client: bad bus URL %q: the scheme must be ws or wss", rawURL)
-	}
-	if u.Host == "" {
-		return nil, fmt.Errorf("client: bad bus URL %q: no host", rawURL)
-	}
-	c := &Client{url: rawURL, opts: opts.withDefaults(), done: make(chan struct{})}
+	c := &Client{urls: urls, url: urls[0], opts: opts.withDefaults(), done: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if c.opts.OnState != nil {
 		c.stateD = newDispatcher(c.opts.OnState, 0)
@@ -270,8 +279,21 @@ func Dial(ctx context.Context, rawURL string, opts *Options) (*Client, error) {
 	return c, nil
 }
 
-// URL returns the bus URL.
-func (c *Client) URL() string { return c.url }
+// URL returns the bus URL dialled last (the first one before any dial).
+func (c *Client) URL() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.url
+}
+
+// dialURL returns the URL of the next dial: the next one in turn.
+func (c *Client) dialURL() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.url = c.urls[c.nextURL%len(c.urls)]
+	c.nextURL++
+	return c.url
+}
 
 // State returns the current connection state.
 func (c *Client) State() State {
@@ -322,7 +344,14 @@ func (c *Client) Connect(ctx context.Context) error {
 	defer stop()
 	unhook := context.AfterFunc(c.ctx, stop) // Close aborts the dial
 	defer unhook()
-	conn, _, err := ws.Dial(ctx, c.url, c.opts.Dial)
+	// Each URL once, in turn.
+	var conn *ws.Conn
+	var err error
+	for range c.urls {
+		if conn, _, err = ws.Dial(ctx, c.dialURL(), c.opts.Dial); err == nil || ctx.Err() != nil {
+			break
+		}
+	}
 	if err != nil {
 		c.mu.Lock()
 		c.started = false
@@ -391,7 +420,7 @@ func (c *Client) manage(conn *ws.Conn, ready func()) {
 		if conn == nil {
 			c.setState(StateChange{State: Connecting, Attempt: attempt})
 			var err error
-			conn, _, err = ws.Dial(c.ctx, c.url, c.opts.Dial)
+			conn, _, err = ws.Dial(c.ctx, c.dialURL(), c.opts.Dial)
 			if err != nil {
 				if c.ctx.Err() != nil {
 					return

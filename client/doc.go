@@ -26,7 +26,9 @@
 //     Python client); they are served by the reader directly, not by a handler queue.
 //   - After a drop (the bus restarted) the client reconnects by itself with exponential backoff
 //     and jitter: 500 ms doubling to 60 s, ±20 % (the Python client waits 5 s doubling to 60 s;
-//     a restarted bus is back sooner than that). Handlers stay registered. Nothing is re-sent
+//     a restarted bus is back sooner than that). Given several URLs (comma-separated: the nodes of
+//     a clustered bus), every dial takes the next one in turn, so a client whose node died
+//     reconnects to another. Handlers stay registered. Nothing is re-sent
 //     except what Emit queued while disconnected.
 //   - While disconnected, Emit queues up to Options.QueueSize messages (default 1000) and then
 //     returns ErrQueueFull; with a negative QueueSize it returns ErrDisconnected at once. Nothing

@@ -7,8 +7,10 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/ovbus/ovbus/bus"
+	"github.com/ovbus/ovbus/cluster"
 )
 
 // MiB is one mebibyte, the unit of max_msg_size.
@@ -42,6 +44,9 @@ type Config struct {
 	MonitorAddress string
 	// MonitorAllowRemote lets MonitorAddress be a non-loopback address.
 	MonitorAllowRemote bool
+	// Cluster is websocket.cluster: several nodes as one bus (off unless
+	// Cluster.Enabled). Use ClusterOptions for the node's options.
+	Cluster cluster.Options
 }
 
 // Built-in values of the keys that are not bus options; those of the bus's
@@ -63,6 +68,7 @@ func Default() *Config {
 		Bus:              bus.Defaults(),
 		SharedConnection: DefaultSharedConnection,
 		LogLevel:         DefaultLogLevel,
+		Cluster:          cluster.Defaults(),
 	}
 }
 
@@ -77,7 +83,20 @@ func (c *Config) Clone() *Config {
 			n.Bus.Auth.Tokens[k] = bus.Permissions{Name: p.Name, Emit: slices.Clone(p.Emit), Receive: slices.Clone(p.Receive)}
 		}
 	}
+	n.Cluster.Routes = slices.Clone(c.Cluster.Routes)
 	return &n
+}
+
+// ClusterOptions returns the cluster node's options: Cluster with the bus's
+// frame size, port and queue bounds. The serve command adds the logger.
+func (c *Config) ClusterOptions() cluster.Options {
+	o := c.Cluster
+	o.Routes = slices.Clone(o.Routes)
+	o.MaxMsgSize = c.Bus.MaxMsgSize
+	o.DefaultPort = c.Bus.Port
+	o.MaxPendingMessages = c.Bus.MaxQueueMessages
+	o.MaxPendingBytes = c.Bus.MaxQueueBytes
+	return o
 }
 
 // Options returns the bus's options: Bus with Addr set to Address. The
@@ -155,6 +174,24 @@ func (c *Config) check() (*key, string) {
 			return k, oe.Msg
 		}
 		return &key{name: oe.Option, kind: kindString}, oe.Msg
+	}
+	if o := c.ClusterOptions(); o.Enabled() {
+		var ke *cluster.KeyError
+		if err := o.Validate(); errors.As(err, &ke) {
+			k := lookupKey(ke.Keys[0])
+			if k == nil {
+				k = &key{name: ke.Keys[0], kind: kindString}
+			}
+			msg := ke.Msg
+			if len(ke.Keys) > 1 {
+				others := make([]string, 0, len(ke.Keys)-1)
+				for _, name := range ke.Keys[1:] {
+					others = append(others, "websocket."+name)
+				}
+				msg += " (keys " + k.path() + ", " + strings.Join(others, ", ") + ")"
+			}
+			return k, msg
+		}
 	}
 	return nil, ""
 }

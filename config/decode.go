@@ -24,10 +24,28 @@ type decoder struct {
 }
 
 // field converts websocket.<key> with conv when some layer set it to a
-// value other than null.
+// value other than null. A dotted key ("cluster.name") is a key of a nested
+// object.
 func (d *decoder) field(key string, conv func(any) error) {
-	path := join("websocket", key)
-	v, ok := d.ws[key]
+	segs := strings.Split(key, ".")
+	path := "websocket"
+	obj := d.ws
+	for _, s := range segs[:len(segs)-1] {
+		path = join(path, s)
+		switch o := obj[s].(type) {
+		case map[string]any:
+			obj = o
+		case nil:
+			obj = nil
+		default:
+			if d.err == nil {
+				d.err = d.m.errorPath(path, "expected an object, got "+describe(o))
+			}
+			obj = nil
+		}
+	}
+	path = join(path, segs[len(segs)-1])
+	v, ok := obj[segs[len(segs)-1]]
 	if !ok {
 		d.prov.sources[key] = builtIn
 		return
@@ -47,6 +65,38 @@ func (d *decoder) field(key string, conv func(any) error) {
 		}
 		d.err = d.m.errorPath(path, err.Error())
 	}
+}
+
+// unknownKeys lists the keys of obj (at websocket.<prefix>) that no row of
+// the key table names, as dotted keys below websocket; nested objects that
+// rows reach into are searched too.
+func unknownKeys(obj map[string]any, prefix string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
+		name := k
+		if prefix != "" {
+			name = prefix + "." + k
+		}
+		if lookupKey(name) != nil && name != "log_level" { // log_level is not a websocket key
+			continue
+		}
+		if sub, ok := obj[k].(map[string]any); ok && hasKeysBelow(name) {
+			out = append(out, unknownKeys(sub, name)...)
+			continue
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// hasKeysBelow reports whether some row is a key nested below name.
+func hasKeysBelow(name string) bool {
+	for i := range keys {
+		if strings.HasPrefix(keys[i].name, name+".") {
+			return true
+		}
+	}
+	return false
 }
 
 func decode(m *merger, loc *locations, prov *Provenance) (*Config, error) {
@@ -88,6 +138,13 @@ func decode(m *merger, loc *locations, prov *Provenance) (*Config, error) {
 			prov.sources["max_queue_bytes"] = builtIn + " (raised to 2 × max_msg_size)"
 		}
 	}
+	// Likewise max_inflight_bytes.
+	if prov.sources["max_inflight_bytes"] == builtIn {
+		c.Bus.MaxInflightBytes = bus.DefaultInflightBytes(c.Bus.MaxMsgSize)
+		if c.Bus.MaxInflightBytes != bus.DefaultMaxInflightBytes {
+			prov.sources["max_inflight_bytes"] = builtIn + " (raised to 3 × max_msg_size)"
+		}
+	}
 	if c.SSL && (c.SSLCert == "") != (c.SSLKey == "") {
 		set, unset := "ssl_cert", "ssl_key"
 		if c.SSLCert == "" {
@@ -96,8 +153,8 @@ func decode(m *merger, loc *locations, prov *Provenance) (*Config, error) {
 		prov.Warnings = append(prov.Warnings, fmt.Sprintf(
 			"websocket.%s is set but websocket.%s is not: a self-signed pair is generated or reused instead", set, unset))
 	}
-	for _, k := range slices.Sorted(maps.Keys(ws)) {
-		if lookupKey(k) != nil && k != "log_level" || slices.Contains(clientKeys, k) {
+	for _, k := range unknownKeys(ws, "") {
+		if slices.Contains(clientKeys, k) {
 			continue
 		}
 		hint := "unknown key, ignored"

@@ -22,6 +22,7 @@ var mutations = map[string]func(*Config){
 	"filter_logs":              func(c *Config) { c.Bus.FilterLogs = append(c.Bus.FilterLogs, "x") },
 	"shared_connection":        func(c *Config) { c.SharedConnection = !c.SharedConnection },
 	"max_queue_bytes":          func(c *Config) { c.Bus.MaxQueueBytes++ },
+	"max_inflight_bytes":       func(c *Config) { c.Bus.MaxInflightBytes++ },
 	"max_queue_messages":       func(c *Config) { c.Bus.MaxQueueMessages++ },
 	"write_timeout":            func(c *Config) { c.Bus.WriteTimeout += time.Second },
 	"handshake_timeout":        func(c *Config) { c.Bus.HandshakeTimeout += time.Second },
@@ -38,7 +39,7 @@ var mutations = map[string]func(*Config){
 }
 
 func TestDiffCoversEveryKey(t *testing.T) {
-	restartKeys := []string{"host", "port", "route", "ssl", "ssl_cert", "ssl_key", "compression", "metrics_address", "monitor_address", "monitor_allow_remote", "log_file"}
+	restartKeys := []string{"host", "port", "route", "ssl", "ssl_cert", "ssl_key", "compression", "metrics_address", "monitor_address", "monitor_allow_remote", "log_file", "max_inflight_bytes"}
 	for _, key := range Keys() {
 		mutate, ok := mutations[key]
 		if !ok {
@@ -54,10 +55,10 @@ func TestDiffCoversEveryKey(t *testing.T) {
 			t.Errorf("changing %s: Diff = live %v restart %v", key, live, restart)
 			continue
 		}
-		if wantRestart := slices.Contains(restartKeys, key); wantRestart != (len(restart) == 1) {
+		if wantRestart := slices.Contains(restartKeys, key) || strings.HasPrefix(key, "cluster."); wantRestart != (len(restart) == 1) {
 			t.Errorf("%s: restart = %v, want restart %v", key, restart, wantRestart)
 		}
-		if lookupKey(key).value(old) == nil && key != "ssl_cert" && key != "ssl_key" {
+		if k := lookupKey(key); k.value(old) == nil && k.kind != kindFile && k.kind != kindSecret {
 			t.Errorf("Print shows no value for %s", key)
 		}
 	}

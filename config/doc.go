@@ -77,6 +77,11 @@
 //	                                              OVOS_BUS_SSL_KEY --ssl-key                   self-signed pair is made (EnsureCertificate)
 //	max_msg_size              25 (10 if missing)  OVOS_BUS_MAX_MSG_SIZE --max-msg-size live     OVOS: largest frame, MiB (× 1024 × 1024
 //	                                                                                           bytes), > 0, at most 4096; fractions allowed
+//	max_inflight_bytes        83886080 (80 MiB)   OVOS_BUS_MAX_INFLIGHT_BYTES         restart  bytes all clients together may hold of
+//	                                              --max-inflight-bytes                         messages being read; a message over
+//	                                                                                           64 KiB past it closes its sender with
+//	                                                                                           1013; at least max_msg_size. Unset, it
+//	                                                                                           grows to 3 × max_msg_size when larger
 //	filter                    false               OVOS_BUS_FILTER --filter            live     OVOS: one DEBUG line per message
 //	filter_logs               ["gui.status.request", "gui.page.upload"]               live     OVOS: types left out of that line
 //	                                              OVOS_BUS_FILTER_LOGS --filter-logs           (comma-separated in variable and flag)
@@ -113,6 +118,38 @@
 //	                                              --monitor-allow-remote                       address and answer any Host header
 //	log_file                  $XDG_STATE_HOME/<base>/bus.log                          restart  rotating log file (50 MB × 3);
 //	                                              OVOS_BUS_LOG_FILE --log-file                 "" disables it, null is the default
+//	cluster.name              "ovbus"             OVOS_BUS_CLUSTER_NAME               restart  nodes with the same name form one bus
+//	cluster.node_name         ""                  OVOS_BUS_CLUSTER_NODE_NAME          restart  this node's name, unique; "" is <hostname>-<port>
+//	cluster.order             "total"             OVOS_BUS_CLUSTER_ORDER              restart  "total": one order for all; "sender": each
+//	                                                                                           sender's order, lower latency (package cluster)
+//	cluster.nats_url          ""                  OVOS_BUS_CLUSTER_NATS_URL           restart  comma-separated URLs of an existing NATS
+//	cluster.user              unset               OVOS_BUS_CLUSTER_USER               restart  user name for nats_url
+//	cluster.password          unset               OVOS_BUS_CLUSTER_PASSWORD           restart  its password (Print shows 4 characters of a
+//	                                                                                           password or token)
+//	cluster.token             unset               OVOS_BUS_CLUSTER_TOKEN              restart  token for nats_url
+//	cluster.creds             unset               OVOS_BUS_CLUSTER_CREDS              restart  credentials file (JWT + nkey) for nats_url
+//	cluster.tls_ca            unset               OVOS_BUS_CLUSTER_TLS_CA             restart  PEM CA that verifies nats_url's server
+//	cluster.tls_cert          unset               OVOS_BUS_CLUSTER_TLS_CERT           restart  PEM client certificate for nats_url
+//	cluster.tls_key           unset               OVOS_BUS_CLUSTER_TLS_KEY            restart  its PEM key
+//	cluster.listen            ""                  OVOS_BUS_CLUSTER_LISTEN             restart  host:port the NATS inside ovbus takes
+//	                                                                                           routes on (instead of nats_url)
+//	cluster.routes            []                  OVOS_BUS_CLUSTER_ROUTES             restart  the other nodes' listen, nats://host:port
+//	cluster.advertise         ""                  OVOS_BUS_CLUSTER_ADVERTISE          restart  host:port the others reach listen at (NAT,
+//	                                                                                           proxy); "" for the address they see
+//	cluster.store_dir         ""                  OVOS_BUS_CLUSTER_STORE_DIR          restart  embedded JetStream's state; "" a temp dir
+//	cluster.replicas          0                   OVOS_BUS_CLUSTER_REPLICAS           restart  copies of the stream; 0: nodes in routes
+//	                                                                                           plus this one, at most 3 (1 with nats_url)
+//	cluster.stream_max_age    60                  OVOS_BUS_CLUSTER_STREAM_MAX_AGE     restart  seconds the stream keeps a frame
+//	cluster.stream_max_bytes  0                   OVOS_BUS_CLUSTER_STREAM_MAX_BYTES   restart  bytes it keeps; 0: 64 MiB or 2 × max_msg_size
+//	cluster.max_inflight      4096                OVOS_BUS_CLUSTER_MAX_INFLIGHT       restart  frames on their way to the stream at once
+//
+// The websocket.cluster keys (an object: "cluster": {"listen": ...}) run
+// several nodes as one bus over NATS; they are off unless nats_url, listen or
+// routes is set, exactly one of nats_url and listen/routes. Each
+// cluster.<key> has the variable OVOS_BUS_CLUSTER_<KEY> and the flag
+// --cluster-<key> (underscores as dashes): OVOS_BUS_CLUSTER_NATS_URL,
+// --cluster-nats-url; routes is comma-separated in both. Package cluster owns
+// their defaults and checks (cluster.Options); config reads and prints them.
 //
 // The log level is not in the websocket section: it is logging.bus.log_level,
 // else logging.log_level, else INFO (DEBUG, INFO, WARNING, ERROR, CRITICAL;

@@ -3,9 +3,11 @@ package config
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/ovbus/ovbus/bus"
+	"github.com/ovbus/ovbus/cluster"
 )
 
 // key is one row of the key table: a configuration key and everything
@@ -58,6 +60,8 @@ var keys = []key{
 		own: func(c *Config) any { return &c.SSLKey }, reload: bus.Restart, doc: "PEM key file"},
 	{name: "max_msg_size", env: env1("OVOS_BUS_MAX_MSG_SIZE"), flag: "max-msg-size", kind: kindMiB,
 		bus: func(o *bus.Options) any { return &o.MaxMsgSize }, doc: "largest message in MiB"},
+	{name: "max_inflight_bytes", env: env1("OVOS_BUS_MAX_INFLIGHT_BYTES"), flag: "max-inflight-bytes", kind: kindBytes,
+		bus: func(o *bus.Options) any { return &o.MaxInflightBytes }, doc: "bytes all clients together may hold of messages being read"},
 	{name: "filter", env: env1("OVOS_BUS_FILTER"), flag: "filter", kind: kindBool,
 		bus: func(o *bus.Options) any { return &o.Filter }, doc: "log one DEBUG line per message"},
 	{name: "filter_logs", env: env1("OVOS_BUS_FILTER_LOGS"), flag: "filter-logs", kind: kindList,
@@ -90,11 +94,42 @@ var keys = []key{
 		own: func(c *Config) any { return &c.MonitorAllowRemote }, reload: bus.Restart, doc: "serve the monitor on a non-loopback address"},
 	{name: "log_file", env: env1("OVOS_BUS_LOG_FILE"), flag: "log-file", kind: kindString,
 		own: func(c *Config) any { return &c.LogFile }, reload: bus.Restart, doc: "log file, empty for none"},
+
+	// websocket.cluster: several nodes as one bus over NATS (package
+	// cluster owns the defaults and the checks). Off unless nats_url,
+	// listen or routes is set; every key takes a restart.
+	clusterKey("name", kindString, func(o *cluster.Options) any { return &o.Name }, "nodes with the same name form one bus"),
+	clusterKey("node_name", kindString, func(o *cluster.Options) any { return &o.NodeName }, "this node's name, unique in the cluster; empty for <hostname>-<port>"),
+	clusterKey("order", kindString, func(o *cluster.Options) any { return (*string)(&o.Order) }, `"total" (one order for every client) or "sender" (each sender's order, lower latency)`),
+	clusterKey("nats_url", kindString, func(o *cluster.Options) any { return &o.NATSURL }, "comma-separated URLs of an existing NATS"),
+	clusterKey("user", kindString, func(o *cluster.Options) any { return &o.User }, "user name for nats_url"),
+	clusterKey("password", kindSecret, func(o *cluster.Options) any { return &o.Password }, "password for nats_url"),
+	clusterKey("token", kindSecret, func(o *cluster.Options) any { return &o.Token }, "token for nats_url"),
+	clusterKey("creds", kindFile, func(o *cluster.Options) any { return &o.CredsFile }, "credentials file (JWT and nkey) for nats_url"),
+	clusterKey("tls_ca", kindFile, func(o *cluster.Options) any { return &o.TLSCA }, "PEM CA file that verifies nats_url's server"),
+	clusterKey("tls_cert", kindFile, func(o *cluster.Options) any { return &o.TLSCert }, "PEM client certificate for nats_url"),
+	clusterKey("tls_key", kindFile, func(o *cluster.Options) any { return &o.TLSKey }, "PEM client key for nats_url"),
+	clusterKey("listen", kindString, func(o *cluster.Options) any { return &o.Listen }, "host:port the NATS inside ovbus takes routes on"),
+	clusterKey("routes", kindList, func(o *cluster.Options) any { return &o.Routes }, "comma-separated nats://host:port of the other nodes' listen"),
+	clusterKey("advertise", kindString, func(o *cluster.Options) any { return &o.Advertise }, "host:port the other nodes reach listen at (NAT, proxy); empty for the address they see"),
+	clusterKey("store_dir", kindString, func(o *cluster.Options) any { return &o.StoreDir }, "directory of the embedded JetStream's state; empty for a temporary one"),
+	clusterKey("replicas", kindCountOrZero, func(o *cluster.Options) any { return &o.Replicas }, "copies of the stream (order total); 0 for the nodes in routes plus this one, at most 3"),
+	clusterKey("stream_max_age", kindSeconds, func(o *cluster.Options) any { return &o.StreamMaxAge }, "seconds the stream keeps a frame (order total)"),
+	clusterKey("stream_max_bytes", kindBytesOrZero, func(o *cluster.Options) any { return &o.StreamMaxBytes }, "bytes the stream keeps (order total); 0 for 64 MiB or 2 × max_msg_size"),
+	clusterKey("max_inflight", kindCount, func(o *cluster.Options) any { return &o.MaxInflight }, "frames on their way to the stream at once (order total)"),
 	{name: "log_level", env: env1("OVOS_BUS_LOG_LEVEL"), flag: "log-level", kind: kindLevel,
 		own: func(c *Config) any { return &c.LogLevel }, reload: bus.Live, doc: "DEBUG, INFO, WARNING, ERROR or CRITICAL"},
 }
 
 func env1(name string) []string { return []string{name} }
+
+// clusterKey is the row of websocket.cluster.<name>: variable
+// OVOS_BUS_CLUSTER_<NAME>, flag --cluster-<name>.
+func clusterKey(name string, k *kind, field func(*cluster.Options) any, doc string) key {
+	return key{name: "cluster." + name, env: env1("OVOS_BUS_CLUSTER_" + strings.ToUpper(name)),
+		flag: "cluster-" + strings.ReplaceAll(name, "_", "-"), kind: k,
+		own: func(c *Config) any { return field(&c.Cluster) }, reload: bus.Restart, doc: doc}
+}
 
 // field returns a pointer to the key's field in c.
 func (k *key) field(c *Config) any {
@@ -115,6 +150,9 @@ func (k *key) when() bus.Reload {
 	}
 	return k.reload
 }
+
+// segments are the key's nested names below websocket: ["cluster", "name"].
+func (k *key) segments() []string { return strings.Split(k.name, ".") }
 
 // path is the key's dotted place in the configuration.
 func (k *key) path() string {
@@ -217,6 +255,20 @@ var (
 	kindCount = intKind[int]("an integer greater than 0", true)
 	// kindBytes is a number of bytes greater than 0.
 	kindBytes = intKind[int64]("a number of bytes greater than 0", true)
+	// kindCountOrZero and kindBytesOrZero take 0 for "derive it".
+	kindCountOrZero = intKind[int]("an integer, 0 or more", false)
+	kindBytesOrZero = intKind[int64]("a number of bytes, 0 or more", false)
+	// kindSecret is a string Print shows only the start of.
+	kindSecret = &kind{
+		decode: kindString.decode,
+		check:  noCheck,
+		value: func(p any) any {
+			if s := *p.(*string); s != "" {
+				return bus.Redact(s)
+			}
+			return nil
+		},
+	}
 	// kindMiB is a size written in MiB (fractions allowed) and kept in
 	// bytes, greater than 0 and at most bus.MaxMsgSizeLimit.
 	kindMiB = &kind{

@@ -15,7 +15,7 @@ import (
 func otherValue(t *testing.T, k *key) any {
 	def := Default()
 	switch k.kind {
-	case kindString, kindFile:
+	case kindString, kindFile, kindSecret:
 		return "/other:1"
 	case kindHost:
 		return "0.0.0.0"
@@ -23,9 +23,9 @@ func otherValue(t *testing.T, k *key) any {
 		return !k.value(def).(bool)
 	case kindPort:
 		return int64(1234)
-	case kindCount:
+	case kindCount, kindCountOrZero:
 		return int64(7)
-	case kindBytes:
+	case kindBytes, kindBytesOrZero:
 		return int64(1 << 30)
 	case kindMiB:
 		return 1.5

@@ -18,7 +18,11 @@ func overrideTree(k *key, text string) *tree {
 		}
 		v = list
 	}
-	data := map[string]any{"websocket": map[string]any{k.name: v}}
+	segs := k.segments()
+	for i := len(segs) - 1; i > 0; i-- {
+		v = map[string]any{segs[i]: v}
+	}
+	data := map[string]any{"websocket": map[string]any{segs[0]: v}}
 	if k.kind == kindLevel {
 		data = map[string]any{"logging": map[string]any{"bus": map[string]any{"log_level": v}}}
 	}

@@ -47,6 +47,11 @@ type AcceptOptions struct {
 	// MaxFrameSize limits the payload of one received frame; 0 means the
 	// package default, negative no limit.
 	MaxFrameSize int64
+	// Budget, when set, bounds what this connection and every other one
+	// sharing it hold of the messages they are receiving; a message that
+	// would exceed it closes its connection with 1013 (see Budget). nil:
+	// each connection is bounded by MaxMessageSize alone.
+	Budget *Budget
 
 	// HandshakeTimeout bounds reading the request (UpgradeConn) and writing
 	// the response. 0 means DefaultHandshakeTimeout.
@@ -190,6 +195,7 @@ func negotiate(r *http.Request, opts *AcceptOptions) ([]byte, connConfig, *hands
 		compression:     opts.Compression,
 		maxMessageSize:  opts.MaxMessageSize,
 		maxFrameSize:    opts.MaxFrameSize,
+		budget:          opts.Budget,
 		readBufferSize:  opts.ReadBufferSize,
 		writeBufferSize: opts.WriteBufferSize,
 		closeTimeout:    opts.CloseTimeout,

@@ -7,14 +7,26 @@ import (
 )
 
 // failRead answers a protocol violation with the close code the protocol
-// chose (RFC 6455 §7.1.7) and drops the connection.
+// chose (RFC 6455 §7.1.7); the read call then drops the connection
+// (lingerIfFailed), once it has given back the message's buffers.
 func (c *Conn) failRead(err error) error {
 	var pe *ProtocolError
 	if errors.As(err, &pe) {
 		c.writeClose(func(dst []byte) ([]byte, error) { return c.p.AppendPendingClose(dst), nil })
-		c.lingerClose()
+		c.lingerWanted = true
 	}
 	return c.setReadErr(err)
+}
+
+// lingerIfFailed runs lingerClose after failRead, at the end of the read
+// call (which holds rmu): the linger may take a second, and a message that
+// failed (one inflating past the limit, say) must not hold its memory that
+// long after its Budget charge was given back.
+func (c *Conn) lingerIfFailed() {
+	if c.lingerWanted {
+		c.lingerWanted = false
+		c.lingerClose()
+	}
 }
 
 // peerClosed echoes the peer's close frame (RFC 6455 §5.5.1) and closes the
@@ -40,10 +52,13 @@ func (c *Conn) Close(code StatusCode, reason string) error {
 		// Nobody is reading: read until the peer's close frame arrives.
 		c.nc.SetReadDeadline(time.Now().Add(c.closeTimeout))
 		for {
-			if _, _, rerr := c.readInto(nil); rerr != nil {
+			c.doneMessage()
+			if _, _, rerr := c.readInto(nil, false); rerr != nil {
 				break
 			}
 		}
+		c.doneMessage()
+		c.lingerIfFailed()
 		c.rmu.Unlock()
 	} else {
 		// Another goroutine reads; it will see the peer's close or fail.
@@ -85,6 +100,13 @@ func (c *Conn) closeNC() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
 		err = c.nc.Close()
+		c.mcharge.release()
+		if c.rmu.TryLock() {
+			// Nobody reads: drop a message left half read, with its
+			// charge on the Budget. (A reader does so when its read ends.)
+			c.p.Release()
+			c.rmu.Unlock()
+		}
 	})
 	return err
 }

@@ -28,8 +28,8 @@ const (
 
 // Conn is a WebSocket connection after a successful opening handshake.
 //
-// Concurrency: the read methods (ReadMessage, ReadMessageInto, Reader)
-// must be called from one goroutine at a time. The write methods
+// Concurrency: the read methods (ReadMessage, ReadMessageInto, NextMessage,
+// Reader) must be called from one goroutine at a time. The write methods
 // (WriteMessage, BufferMessage, Flush, Writer, WritePrepared,
 // WritePreparedBatch, Ping), Close, CloseNow and the deadline setters are safe
 // to call from any number of goroutines at once: the Conn serialises writes
@@ -70,6 +70,17 @@ type Conn struct {
 	readErr    error        // sticky error of the read side
 	onPing     func([]byte) // AcceptOptions.OnPing, DialOptions.OnPing
 	onPong     func([]byte)
+	// The message being read whole: what it holds of the Budget (until the
+	// next read call), and NextMessage's buffer with its pool handle.
+	mcharge      charge
+	msg          []byte
+	msgp         *[]byte
+	chunks       [][]byte  // the earlier pieces of a large message (endMessage)
+	chunkps      []*[]byte // their pool handles
+	chunked      int       // their bytes
+	lingerWanted bool      // failRead wrote a close frame: linger, then drop nc
+	// msgPartial: NextMessage timed out with part of a message in msg.
+	msgPartial bool
 
 	// Write side: wmu serialises every frame written to nc.
 	wmu sync.Mutex
@@ -109,6 +120,7 @@ type connConfig struct {
 	compression     CompressionOptions
 	maxMessageSize  int64
 	maxFrameSize    int64
+	budget          *Budget
 	readBufferSize  int
 	writeBufferSize int
 	closeTimeout    time.Duration
@@ -138,6 +150,7 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 			Deflate:        cfg.params,
 			Compression:    cfg.compression,
 			ReadBufferSize: cfg.readBufferSize,
+			Budget:         cfg.budget,
 		}),
 		readMin:      max(cfg.readBufferSize/2, 1),
 		wbufSize:     cfg.writeBufferSize,
@@ -148,6 +161,7 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 		onPong:       cfg.onPong,
 		pongs:        make(chan struct{}, 1),
 	}
+	c.mcharge.b = cfg.budget
 	if len(cfg.leftover) > 0 {
 		c.pending = append([]byte(nil), cfg.leftover...)
 	}
@@ -156,8 +170,16 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 		c.vectored = true
 	}
 	c.rio = newRawIO(nc)
+	if c.rio != nil {
+		c.rio.idle = c.p.ReleaseReadBuffer
+		c.rio.refill = c.refillReadBuffer
+	}
 	return c
 }
+
+// refillReadBuffer is what a raw read waiting without a buffer reads into
+// once the socket is readable.
+func (c *Conn) refillReadBuffer() []byte { return c.p.ReadBuffer(c.readMin) }
 
 // NetConn returns the underlying connection. Reading from or writing to it
 // directly corrupts the WebSocket stream; it is meant for addresses, socket

@@ -216,7 +216,9 @@ type deflateState struct {
 
 	// decompression (the peer's side)
 	peerTakeover bool
-	zbuf         []byte // compressed message being received
+	zbuf         []byte  // compressed message being received
+	zbufp        *[]byte // zbuf's pool handle when it came from bufPools
+	zcharge      charge  // what zbuf holds of the Budget
 	src          inflateSource
 	r            *flateReader
 	dict         []byte // last 32 KiB of inflated data, for context takeover
@@ -269,8 +271,8 @@ func (d *deflateState) appendCompressed(dst []byte, op Opcode, payload []byte, m
 	if mask {
 		MaskBytes(h.Mask, 0, dst[start:])
 	}
-	if cap(d.cbuf) > 1<<20 {
-		d.cbuf = nil
+	if cap(d.cbuf) > keepBuf {
+		d.cbuf = nil // a connection keeps no large encode buffer
 	}
 	return dst, nil
 }
@@ -286,10 +288,25 @@ func (d *deflateState) resetCompressor() {
 
 // appendInput collects compressed payload of the message being received.
 // The compressed size is bounded by the message limit plus the worst-case
-// deflate overhead of stored blocks.
+// deflate overhead of stored blocks, and charged to the Budget. The buffer
+// grows with the data (growCap), from the pools.
 func (d *deflateState) appendInput(chunk []byte, maxMsg int64) *ProtocolError {
-	if maxMsg >= 0 && int64(len(d.zbuf)+len(chunk)) > maxMsg+maxMsg>>8+1024 {
-		return errMsgTooBig
+	n := len(d.zbuf) + len(chunk)
+	limit := int64(-1)
+	if maxMsg >= 0 {
+		limit = maxMsg + maxMsg>>8 + 1024
+		if int64(n) > limit {
+			return errMsgTooBig
+		}
+	}
+	if !d.zcharge.grow(n) {
+		return errBusy
+	}
+	if n > cap(d.zbuf) {
+		bp, nb := getBuf(growCap(len(d.zbuf), n, limit, true))
+		nb = append(nb, d.zbuf...)
+		putBuf(d.zbufp, d.zbuf)
+		d.zbuf, d.zbufp = nb, bp
 	}
 	d.zbuf = append(d.zbuf, chunk...)
 	return nil
@@ -314,11 +331,13 @@ func (d *deflateState) finishInflate() {
 		d.r = nil
 	}
 	d.src = inflateSource{}
-	if cap(d.zbuf) > 1<<20 {
-		d.zbuf = nil
+	if cap(d.zbuf) > keepBuf {
+		putBuf(d.zbufp, d.zbuf)
+		d.zbuf, d.zbufp = nil, nil
 	} else {
 		d.zbuf = d.zbuf[:0]
 	}
+	d.zcharge.release()
 }
 
 func (d *deflateState) abortInflate() {

@@ -57,6 +57,9 @@ type DialOptions struct {
 	// in AcceptOptions.
 	MaxMessageSize int64
 	MaxFrameSize   int64
+	// Budget, when set, bounds what this connection and every other one
+	// sharing it hold of the messages they are receiving (see Budget).
+	Budget *Budget
 
 	ReadBufferSize  int
 	WriteBufferSize int
@@ -228,6 +231,7 @@ func clientHandshake(ctx context.Context, nc net.Conn, u *url.URL, secure bool, 
 		compression:     opts.Compression,
 		maxMessageSize:  opts.MaxMessageSize,
 		maxFrameSize:    opts.MaxFrameSize,
+		budget:          opts.Budget,
 		readBufferSize:  opts.ReadBufferSize,
 		writeBufferSize: opts.WriteBufferSize,
 		closeTimeout:    opts.CloseTimeout,

@@ -57,8 +57,9 @@
 //
 // # Connections
 //
-// Conn wraps a Protocol and a net.Conn: ReadMessage, ReadMessageInto and
-// Reader for whole, reused-buffer or streamed messages; WriteMessage,
+// Conn wraps a Protocol and a net.Conn: ReadMessage, ReadMessageInto,
+// NextMessage and Reader for whole, reused-buffer, Conn-owned (valid until
+// the next read) or streamed messages; WriteMessage,
 // BufferMessage, Writer and WritePrepared for writing; Ping; Close (the
 // closing handshake, RFC 6455 §7.1.2) and CloseNow. Reads are for one
 // goroutine at a time; writes and Close are safe for concurrent use, and
@@ -94,7 +95,62 @@
 // soon as MaxMessageSize is exceeded, so a small compressed message cannot
 // make the endpoint inflate a large one into memory. Compressed messages
 // are collected compressed until their last frame and then inflated in
-// pieces of at most 32 KiB.
+// pieces of at most 32 KiB (see Memory for what that holds, and Budget).
+//
+// # Memory
+//
+// What a connection holds, so that a server of many connections can be
+// sized (TestIdleAfterLargeMessage measures the first figures):
+//
+//   - idle, between messages: read with NextMessage, a message buffer of
+//     at most 4 KiB; with permessage-deflate also a compressed-input buffer
+//     of at most 4 KiB, and the 32 KiB window (kept in 64 KiB) only when
+//     the peer compresses with context takeover
+//     (AcceptOptions.AllowClientContextTakeover; off by default). The
+//     receive buffer (ReadBufferSize, 32 KiB by default) goes back to a
+//     pool while a plain TCP or Unix socket on Linux waits for its peer
+//     (Protocol.ReleaseReadBuffer); elsewhere (TLS, other systems) it is
+//     kept. So 4 KiB plain, 8 KiB compressed, 72 KiB with the peer's
+//     context takeover (32 KiB more where the receive buffer is kept),
+//     whatever the connection received before: larger buffers go back to
+//     pools shared by all connections (classes of 4 KiB to 1 MiB) or to
+//     the garbage collector when the message is done with, at the next
+//     read call. No encode buffer is held between writes, and the inflater
+//     (about 44 KiB) is taken from a pool only while a compressed message
+//     is inflated;
+//   - a message being read whole: its payload so far, in memory that grows
+//     with the bytes that arrived, never to the length a header announces.
+//     NextMessage takes pooled buffers up to 1 MiB, then pooled 1 MiB
+//     pieces, joined into one buffer of the exact size when the last frame
+//     is in (for that moment the message is held twice), so growing copies
+//     nothing and a message that fails leaves no garbage; ReadMessageInto
+//     grows the caller's buffer, doubling up to 1 MiB, then by half, never
+//     past the frame's announced end or the message limit. A compressed
+//     message also holds its compressed bytes until its last frame and a
+//     32 KiB piece of inflated output. It is refused with 1009 as soon as
+//     it passes MaxMessageSize, inflated or not, so one connection holds at
+//     most about twice the limit (compressed and inflated). A failed
+//     NextMessage gives its buffers back before the connection lingers for
+//     the peer's close (up to a second);
+//   - a Budget (AcceptOptions.Budget, DialOptions.Budget, Config.Budget)
+//     bounds that across connections: a message longer than BudgetFree
+//     (64 KiB) is charged whole as its bytes arrive, its compressed bytes
+//     by the Protocol until their inflation ends, its payload by the Conn
+//     until the next read call or the close. A message the Budget cannot
+//     take closes its connection with 1013 Try Again Later (registered with
+//     IANA in the close code registry of RFC 6455 §11.7: the server is
+//     overloaded for now, and the same message may pass later; 1009 would
+//     tell the sender the message itself is too big), counted by
+//     Budget.Refused. The Budget counts bytes received, not buffer
+//     capacity: a buffer may be up to twice its message below 1 MiB and up
+//     to 1 MiB larger above. Streamed reads (Reader) are charged only for
+//     the compressed bytes: their payload is the caller's to keep or not;
+//   - after a burst, the pools keep the buffers of the burst's peak (the
+//     Budget with its slack, and up to 64 KiB for each connection that was
+//     busy at that moment) until the garbage collector empties them, in two
+//     cycles; an idle process runs a cycle every two minutes, so its RSS
+//     falls back within minutes, while each connection is back to its idle
+//     figure at once.
 //
 // # Broadcast: PreparedMessage
 //

@@ -47,6 +47,42 @@ func ExampleAccept() {
 	// Output: hello
 }
 
+// A server of many connections: NextMessage keeps no large buffer between
+// messages, and one Budget bounds what all connections together hold of the
+// messages being read. A message that does not fit closes its sender with
+// 1013 Try Again Later.
+func ExampleBudget() {
+	inflight := ws.NewBudget(64 << 20)
+	var got []byte
+	done := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := ws.Accept(w, r, &ws.AcceptOptions{EnableCompression: true, MaxMessageSize: 16 << 20, Budget: inflight})
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		defer close(done)
+		for {
+			_, msg, err := c.NextMessage(r.Context())
+			if err != nil {
+				return // 1013 when the Budget is taken, 1009 past MaxMessageSize
+			}
+			got = append(got[:0], msg...) // msg is valid until the next read
+		}
+	}))
+	defer srv.Close()
+
+	c, _, err := ws.Dial(context.Background(), "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	c.WriteMessage(context.Background(), ws.TextMessage, []byte(strings.Repeat("x", 1<<20)))
+	c.Close(ws.StatusNormalClosure, "")
+	<-done
+	fmt.Println(len(got), inflight.InUse(), inflight.Refused())
+	// Output: 1048576 0 0
+}
+
 // A client: dial, send a message, read the answer, close with a code.
 func ExampleDial() {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

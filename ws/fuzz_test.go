@@ -164,3 +164,44 @@ func FuzzUTF8(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDeflateBudget inflates arbitrary data as a compressed message under a
+// size limit and a Budget that counts every byte: a message whose compressed
+// bytes pass the limit's bound fails with 1009, else one they take past the
+// Budget with 1013, else the outcome is the one without a Budget; and
+// whatever happens, the Budget is given back in full.
+func FuzzDeflateBudget(f *testing.F) {
+	f.Add([]byte("\xf2\x48\xcd\xc9\xc9\x07\x00"), uint16(100), uint16(3))
+	f.Add([]byte("\xf2\x48\xcd\xc9\xc9\x07\x00"), uint16(100), uint16(7))
+	f.Add([]byte("\x00\x05\x00\xfa\xffHello\x00"), uint16(3), uint16(64))
+	f.Fuzz(func(t *testing.T, data []byte, limit, budget uint16) {
+		cfg := Config{Role: RoleClient, Deflate: &DeflateParams{}, MaxMessageSize: int64(limit) + 1, MaxFrameSize: -1}
+		wire := frame(true, 4, OpBinary, nil, data)
+		want := feed(t, NewProtocol(cfg), wire, nil)
+		b := NewBudget(int64(budget) + 1)
+		b.free = 0
+		cfg.Budget = b
+		p := NewProtocol(cfg)
+		got := feed(t, p, wire, nil)
+		var pe *ProtocolError
+		switch {
+		case int64(len(data)) > cfg.MaxMessageSize+cfg.MaxMessageSize>>8+1024:
+			if !errors.As(got.err, &pe) || pe.Code != StatusMessageTooBig {
+				t.Fatalf("compressed bytes past the limit, got %v", got.err)
+			}
+		case len(data) > int(budget)+1:
+			if !errors.As(got.err, &pe) || pe.Code != StatusTryAgainLater {
+				t.Fatalf("compressed bytes past the Budget, got %v", got.err)
+			}
+			checkPendingClose(t, "budget", p, StatusTryAgainLater)
+		default:
+			if (want.err == nil) != (got.err == nil) || len(want.events) != len(got.events) {
+				t.Fatalf("with a Budget: %v, %d events; without: %v, %d events", got.err, len(got.events), want.err, len(want.events))
+			}
+		}
+		p.Release()
+		if n := b.InUse(); n != 0 {
+			t.Fatalf("%d bytes of the Budget not given back", n)
+		}
+	})
+}

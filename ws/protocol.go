@@ -35,6 +35,10 @@ type Config struct {
 	Compression CompressionOptions
 	// ReadBufferSize is the initial capacity of the receive buffer.
 	ReadBufferSize int
+	// Budget, when set, is charged with the compressed bytes the Protocol
+	// buffers until a compressed message's last frame (see Budget); a
+	// message that would exceed it fails with 1013.
+	Budget *Budget
 }
 
 // State is the closing-handshake state of a Protocol (RFC 6455 §7).
@@ -133,8 +137,9 @@ type Protocol struct {
 	bufHint  int
 	fl       *deflateState // nil: permessage-deflate not negotiated
 
-	buf []byte // received bytes; buf[r:] not yet processed
-	r   int
+	buf  []byte  // received bytes; buf[r:] not yet processed
+	bufp *[]byte // a box for buf in bufPools (ReleaseReadBuffer)
+	r    int
 
 	// Close state, shared by both sides: st is read atomically; changes,
 	// err and the pending close are guarded by mu.
@@ -182,6 +187,7 @@ func NewProtocol(cfg Config) *Protocol {
 	}
 	if cfg.Deflate != nil {
 		p.fl = newDeflateState(cfg.Role, *cfg.Deflate, cfg.Compression)
+		p.fl.zcharge.b = cfg.Budget
 	}
 	return p
 }
@@ -257,12 +263,38 @@ func (p *Protocol) ReadBuffer(min int) []byte {
 			p.r = 0
 		}
 		if cap(p.buf)-len(p.buf) < min {
-			nb := make([]byte, len(p.buf), max(p.bufHint, len(p.buf)+min))
-			copy(nb, p.buf)
-			p.buf = nb
+			if len(p.buf) == 0 && min <= p.bufHint && pooledSize(p.bufHint) {
+				// Given back by ReleaseReadBuffer, or new.
+				p.bufp, p.buf = getBuf(p.bufHint)
+			} else {
+				nb := make([]byte, len(p.buf), max(p.bufHint, len(p.buf)+min))
+				copy(nb, p.buf)
+				p.buf = nb
+			}
 		}
 	}
 	return p.buf[len(p.buf):cap(p.buf)]
+}
+
+// ReleaseReadBuffer gives the receive buffer back to a pool shared by every
+// Protocol when it holds no unprocessed bytes, and reports whether it did,
+// so that a connection waiting for input holds no receive buffer; the next
+// ReadBuffer takes one from the pool. Like ReadBuffer it ends the validity
+// of the last Event's Payload. Only a buffer of ReadBufferSize, when that
+// is a power of two from 4 KiB to 1 MiB, is given back.
+func (p *Protocol) ReleaseReadBuffer() bool {
+	if p.r != len(p.buf) || cap(p.buf) != p.bufHint || !pooledSize(p.bufHint) {
+		return false
+	}
+	if p.fl != nil {
+		p.fl.releaseOut()
+	}
+	if p.bufp == nil {
+		p.bufp = new([]byte) // once: the box travels with the buffer
+	}
+	putBuf(p.bufp, p.buf)
+	p.buf, p.bufp, p.r = nil, nil, 0
+	return true
 }
 
 // Commit takes n bytes, read into the start of the slice the last ReadBuffer
@@ -562,6 +594,17 @@ func (p *Protocol) fail(e *ProtocolError) (Event, error) {
 		p.fl.abortInflate()
 	}
 	return Event{}, e
+}
+
+// Release drops what the Protocol holds for a message being received: the
+// compressed bytes collected so far and their charge on the Budget. Call it
+// when the connection is abandoned in the middle of a message; Next's
+// failures release them themselves. The Protocol must not receive after it.
+func (p *Protocol) Release() {
+	p.inflating = false
+	if p.fl != nil {
+		p.fl.abortInflate()
+	}
 }
 
 // HasPendingClose reports whether a Close frame was queued by a failure and

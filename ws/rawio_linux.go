@@ -32,6 +32,11 @@ type rawIO struct {
 	rn     int
 	rerrno syscall.Errno
 	readFn func(fd uintptr) bool
+	// For readIdle: idle gives the read buffer back while the socket has
+	// nothing to read, refill takes one again once it has.
+	idling bool
+	idle   func() bool
+	refill func() []byte
 
 	wbuf     []byte
 	iov      []syscall.Iovec // writev's vector; left is what is still to go
@@ -78,12 +83,19 @@ const (
 )
 
 func (r *rawIO) readOnce(fd uintptr) bool {
+	if r.rbuf == nil {
+		b := r.refill() // readable again after idle
+		r.rbuf = b[:min(len(b), maxRawRead)]
+	}
 	for {
 		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(r.rbuf))), uintptr(len(r.rbuf)))
 		switch e {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
+			if r.idling && r.idle() {
+				r.rbuf, r.idling = nil, false
+			}
 			return false // wait until readable
 		}
 		r.rn, r.rerrno = int(n), e
@@ -93,12 +105,21 @@ func (r *rawIO) readOnce(fd uintptr) bool {
 
 // read is net.Conn's Read.
 func (r *rawIO) read(b []byte) (int, error) {
+	return r.readIdle(b, false)
+}
+
+// readIdle is read into b, a slice of a buffer that, when idle is true, the
+// idle hook may give back if the socket has nothing to read: then the read
+// waits without a buffer and goes into the one refill returns (whose n
+// bytes the caller takes as read). So a connection waiting for its peer
+// holds no read buffer.
+func (r *rawIO) readIdle(b []byte, idle bool) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	r.rbuf, r.rn, r.rerrno = b[:min(len(b), maxRawRead)], 0, 0
+	r.rbuf, r.rn, r.rerrno, r.idling = b[:min(len(b), maxRawRead)], 0, 0, idle
 	err := r.rc.Read(r.readFn)
-	r.rbuf = nil
+	r.rbuf, r.idling = nil, false
 	switch {
 	case err != nil:
 		return 0, r.opError("read", err)

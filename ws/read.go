@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"slices"
 )
 
 // ReadMessage reads one whole message and returns its type (TextMessage or
@@ -15,56 +14,240 @@ func (c *Conn) ReadMessage(ctx context.Context) (Opcode, []byte, error) {
 
 // ReadMessageInto reads one whole message and appends its payload to buf. A
 // server that passes the same buffer each time reads without allocating.
+// When buf has to grow it grows with the data that arrived (never to the
+// length a frame header announces), and the payload counts against the
+// Budget until the next read call.
 func (c *Conn) ReadMessageInto(ctx context.Context, buf []byte) (Opcode, []byte, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
+	c.doneMessage()
 	stop, err := c.watchRead(ctx)
 	if err != nil {
 		return 0, buf, err
 	}
-	op, buf, err := c.readInto(buf)
+	op, buf, err := c.readInto(buf, false)
+	c.lingerIfFailed()
 	return op, buf, stop(err)
 }
 
-func (c *Conn) readInto(buf []byte) (Opcode, []byte, error) {
+// NextMessage reads one whole message into a buffer the Conn owns and
+// returns its type and payload, valid until the next read call (or Close).
+// It is the read for a server of many connections: between messages a
+// connection keeps at most a small buffer (4 KiB), and the larger buffers a
+// message needed go back to pools shared by every connection when the next
+// read call starts, as does the message's charge on the Budget. A message
+// past 1 MiB is collected in pooled pieces and joined in one buffer of its
+// size at its end. Messages up to 1 MiB are read without allocating.
+func (c *Conn) NextMessage(ctx context.Context) (Opcode, []byte, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	buf := c.msg
+	if c.msgPartial {
+		// The last call timed out in the middle of this message: go on.
+		c.msgPartial = false
+	} else {
+		c.doneMessage()
+		buf = c.msg[:0]
+	}
+	stop, err := c.watchRead(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	op, buf, err := c.readInto(buf, true)
+	c.msg = buf
+	if err != nil {
+		if len(buf) > 0 && c.readErr == nil {
+			c.msgPartial = true // a timeout: the stream is intact
+		} else {
+			c.doneMessage()
+			c.lingerIfFailed()
+		}
+		return 0, nil, stop(err)
+	}
+	return op, buf, stop(nil)
+}
+
+// doneMessage ends the life of the message the last read call returned: its
+// charge on the Budget is released, and NextMessage's buffer goes back to
+// the pools unless it is small. The caller holds rmu.
+func (c *Conn) doneMessage() {
+	c.mcharge.release()
+	c.dropChunks()
+	if cap(c.msg) > keepBuf {
+		putBuf(c.msgp, c.msg)
+		c.msg, c.msgp = nil, nil
+	}
+}
+
+// readInto reads one message, appending it to buf; owned says that buf is
+// NextMessage's (c.msg, with c.msgp), which grows from the pools.
+func (c *Conn) readInto(buf []byte, owned bool) (Opcode, []byte, error) {
 	if err := c.finishActiveRead(); err != nil {
 		return 0, buf, err
+	}
+	start := len(buf)
+	if owned {
+		start = 0 // a message continued after a timeout counts whole
 	}
 	for {
 		if want := c.p.PayloadWanted(); want >= directReadMin && c.readErr == nil && len(c.pending) == 0 {
 			// The rest of a large frame: read it straight into buf, so
 			// that its bytes are copied once, by the read system call.
 			if cap(buf)-len(buf) < directReadMin {
-				// Grow as append would, by what is known to come.
-				buf = slices.Grow(buf, int(min(want, int64(max(len(buf), 2*c.readMin)))))
+				need := len(buf) + int(min(want, int64(2*c.readMin)))
+				if owned && need > maxPooledBuf {
+					buf = c.nextChunk(buf)
+				} else {
+					buf = c.growMsg(buf, need, want, owned)
+				}
 			}
 			free := buf[len(buf):cap(buf)]
-			n, err := c.readNet(free[:min(int64(len(free)), want)])
+			n, err := c.readNet(free[:min(int64(len(free)), want)], false)
 			if n > 0 {
 				ev, perr := c.p.ReceivePayload(free[:n])
 				if perr != nil {
-					return 0, buf, c.failRead(perr)
+					return 0, buf, c.failMessage(perr)
 				}
 				buf = buf[:len(buf)+n]
+				if !c.chargeMessage(c.chunked + len(buf) - start) {
+					return 0, buf, c.failBusy()
+				}
 				if ev.Fin {
-					return ev.Op, buf, nil
+					return c.endMessage(ev.Op, buf)
 				}
 				continue
 			}
 			if err != nil {
+				c.mcharge.release()
 				return 0, buf, err
 			}
 			continue
 		}
 		ev, err := c.nextEvent()
 		if err != nil {
+			c.mcharge.release()
 			return 0, buf, err
 		}
-		buf = append(buf, ev.Payload...)
+		if n := len(ev.Payload); n > 0 {
+			if !c.chargeMessage(c.chunked + len(buf) + n - start) {
+				return 0, buf, c.failBusy()
+			}
+			if cap(buf)-len(buf) < n {
+				if owned && len(buf)+n > maxPooledBuf {
+					buf = c.nextChunk(buf)
+				} else {
+					buf = c.growMsg(buf, len(buf)+n, int64(n)+c.p.remaining, owned)
+				}
+			}
+			buf = append(buf, ev.Payload...)
+		}
 		if ev.Fin {
-			return ev.Op, buf, nil
+			return c.endMessage(ev.Op, buf)
 		}
 	}
+}
+
+// A message NextMessage reads that outgrows the largest pooled buffer
+// (1 MiB) is collected in pooled pieces of that size (c.chunks, then msg)
+// and put together in one buffer of its exact size when it is complete.
+// So growing it copies nothing, and a message that is never completed (one
+// that inflates past the limit, say) leaves no garbage: its pieces go back
+// to the pool for the next one.
+
+// nextChunk puts the full piece buf aside and returns a new, empty one.
+func (c *Conn) nextChunk(buf []byte) []byte {
+	if len(buf) > 0 {
+		c.chunks = append(c.chunks, buf)
+		c.chunkps = append(c.chunkps, c.msgp)
+		c.chunked += len(buf)
+	} else {
+		putBuf(c.msgp, buf)
+	}
+	bp, nb := getBuf(maxPooledBuf)
+	c.msgp = bp
+	return nb
+}
+
+// endMessage returns the complete message whose last piece is tail. The
+// pieces are copied into one buffer, charged twice for the moment of the
+// copy.
+func (c *Conn) endMessage(op Opcode, tail []byte) (Opcode, []byte, error) {
+	if len(c.chunks) == 0 {
+		return op, tail, nil
+	}
+	total := c.chunked + len(tail)
+	if !c.chargeMessage(2 * total) {
+		return 0, tail, c.failBusy()
+	}
+	out := make([]byte, 0, total)
+	for _, ch := range c.chunks {
+		out = append(out, ch...)
+	}
+	out = append(out, tail...)
+	c.dropChunks()
+	putBuf(c.msgp, tail)
+	c.msgp = nil
+	c.mcharge.shrink(total)
+	return op, out, nil
+}
+
+// dropChunks returns the pieces put aside to the pool.
+func (c *Conn) dropChunks() {
+	for i, ch := range c.chunks {
+		putBuf(c.chunkps[i], ch)
+	}
+	clear(c.chunks)
+	clear(c.chunkps)
+	c.chunks, c.chunkps, c.chunked = c.chunks[:0], c.chunkps[:0], 0
+}
+
+// failBusy fails the connection because the Budget refused the message.
+func (c *Conn) failBusy() error {
+	c.p.fail(errBusy)
+	return c.failMessage(errBusy)
+}
+
+// chargeMessage charges the message being read with size bytes in all and
+// reports false when the Budget refuses. A charge taken while CloseNow runs
+// on another goroutine is given back at once.
+func (c *Conn) chargeMessage(size int) bool {
+	if !c.mcharge.grow(size) {
+		return false
+	}
+	if c.closed.Load() {
+		c.mcharge.release()
+	}
+	return true
+}
+
+// failMessage fails the read side with a protocol error while a message is
+// being read: the message's charge goes first, so that the close frame and
+// the linger after it hold nothing of the Budget.
+func (c *Conn) failMessage(err error) error {
+	c.mcharge.release()
+	return c.failRead(err)
+}
+
+// growMsg returns buf with room for need bytes in all, grown as growCap
+// says; rest is what the current frame still carries. A buffer of
+// NextMessage's comes from the pools and the one it replaces goes back.
+func (c *Conn) growMsg(buf []byte, need int, rest int64, owned bool) []byte {
+	bound := int64(-1)
+	if p := c.p; !p.msgCompressed && p.hdr.Fin {
+		bound = int64(len(buf)) + rest // the whole message is announced
+	} else if p.maxMsg >= 0 {
+		bound = p.maxMsg + 1
+	}
+	if !owned {
+		nb := make([]byte, len(buf), growCap(len(buf), need, bound, false))
+		copy(nb, buf)
+		return nb
+	}
+	bp, nb := getBuf(growCap(len(buf), need, bound, true))
+	nb = append(nb, buf...)
+	putBuf(c.msgp, buf)
+	c.msgp = bp
+	return nb
 }
 
 // directReadMin is the least payload still to come for which ReadMessageInto
@@ -83,11 +266,14 @@ func (c *Conn) Reader(ctx context.Context) (Opcode, io.Reader, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	c.doneMessage()
 	if err := c.finishActiveRead(); err != nil {
+		c.lingerIfFailed()
 		return 0, nil, stop(err)
 	}
 	ev, err := c.nextEvent()
 	if err != nil {
+		c.lingerIfFailed()
 		return 0, nil, stop(err)
 	}
 	stop(nil)
@@ -136,6 +322,7 @@ func (r *messageReader) Read(p []byte) (int, error) {
 			return 0, err
 		}
 		ev, err := r.c.nextEvent()
+		r.c.lingerIfFailed()
 		if err = stop(err); err != nil {
 			return 0, err
 		}
@@ -182,8 +369,8 @@ func (c *Conn) nextEvent() (Event, error) {
 			return Event{}, c.peerClosed(ev.Code, ev.Reason)
 		}
 		// EventNone: the protocol needs more bytes. Read them straight
-		// into its buffer.
-		n, err := c.readNet(c.p.ReadBuffer(c.readMin))
+		// into its buffer, which it gives back while the peer is silent.
+		n, err := c.readNet(c.p.ReadBuffer(c.readMin), true)
 		if n > 0 {
 			c.p.Commit(n)
 			continue
@@ -196,15 +383,17 @@ func (c *Conn) nextEvent() (Event, error) {
 
 // readNet reads from the network into b. Frames buffered by BufferMessage
 // are written first: the read may wait, and the peer may be waiting for
-// them. An error other than a timeout ends the read side.
-func (c *Conn) readNet(b []byte) (int, error) {
+// them. An error other than a timeout ends the read side. idle says that b
+// is the Protocol's receive buffer (from ReadBuffer), which a raw socket
+// read gives back while it waits (Protocol.ReleaseReadBuffer).
+func (c *Conn) readNet(b []byte, idle bool) (int, error) {
 	if c.buffered.Load() {
 		c.flushBuffered()
 	}
 	var n int
 	var err error
 	if c.rio != nil {
-		n, err = c.rio.read(b)
+		n, err = c.rio.readIdle(b, idle)
 	} else {
 		n, err = c.nc.Read(b)
 	}
@@ -227,6 +416,7 @@ func (c *Conn) readNet(b []byte) (int, error) {
 func (c *Conn) setReadErr(err error) error {
 	if c.readErr == nil {
 		c.readErr = err
+		c.p.Release() // nothing more is received: a partial message goes
 		close(c.readDead)
 	}
 	return err

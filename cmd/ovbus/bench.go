@@ -37,8 +37,13 @@ Compare buses with --compare NAME=URL (repeatable, or as arguments): the runs
 are interleaved A B A B so that drift of the machine hits every bus alike, and
 the first one is the subject of the headline ratios.
 
+A URL may list the nodes of one clustered bus, comma-separated: the sender
+connects to the first node, the subscribers to each node in turn, and the CPU
+time of every node's process is added up.
+
 Examples:
   ovbus bench --url ws://127.0.0.1:8181/core --clients 50 --messages 2000
+  ovbus bench --compare one=ws://127.0.0.1:8181/core three=ws://127.0.0.1:8281/core,ws://127.0.0.1:8282/core,ws://127.0.0.1:8283/core
   ovbus bench --preset seeds --repeat 3 --compare ovbus=ws://127.0.0.1:8181/core tornado=ws://127.0.0.1:8182/core
   ovbus bench --preset 5x200,1000x100 --json > out.json`
 

@@ -95,7 +95,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			out = io.MultiWriter(stdout, f)
 		}
 	}
-	logger := slog.New(bus.NewLogHandler(out, level)).With("logger", "bus")
+	handler := bus.NewLogHandler(out, level)
+	logger := slog.New(handler).With("logger", "bus")
 
 	logger.Info("Starting message bus service...")
 	logger.Info("Loading message bus configs")
@@ -115,7 +116,15 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		}
 		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	srv, err := bus.New(busOptions(cfg, tlsConfig, logger))
+	clusterLog := slog.New(handler).With("logger", "cluster")
+	node, err := newClusterNode(cfg, clusterLog)
+	if err != nil {
+		clusterLog.Error("Cannot start the cluster", "error", err)
+		fmt.Fprintln(stderr, "ovbus serve:", err)
+		return 1
+	}
+	defer stopClusterNode(context.Background(), node, clusterLog) // after a failed start; a no-op after the drain below
+	srv, err := bus.New(withSequencer(busOptions(cfg, tlsConfig, logger), node))
 	if err != nil {
 		logger.Error("Invalid configuration", "error", err)
 		fmt.Fprintln(stderr, "ovbus serve:", err)
@@ -136,6 +145,13 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		logger.Error("Cannot start the message bus", "address", cfg.Address(), "error", err)
 		fmt.Fprintln(stderr, "ovbus serve:", err)
 		return 1
+	}
+	if node != nil {
+		if err := node.Start(srv); err != nil {
+			clusterLog.Error("Cannot start the cluster", "error", err)
+			fmt.Fprintln(stderr, "ovbus serve:", err)
+			return 1
+		}
 	}
 	attrs := []any{"url", busURL(cfg, srv.Addr())}
 	if a := srv.MetricsAddr(); a != nil {
@@ -177,6 +193,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if err := srv.Shutdown(ctx); err != nil {
 		logger.Warn("Shutdown did not finish in time; connections dropped", "error", err)
 	}
+	stopClusterNode(ctx, node, clusterLog)
 	return 0
 }
 

@@ -1,0 +1,176 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// embedded is a nats-server running inside this process: no client port
+// (the node talks to it without a socket), a route port for the other
+// nodes, JetStream for the order "total" stream.
+type embedded struct {
+	srv      *server.Server
+	storeDir string
+	tempDir  bool
+	token    string // the client port's secret
+	log      *serverLog
+}
+
+// startEmbedded starts the server and waits until it is ready.
+func startEmbedded(o *Options) (*embedded, error) {
+	host, portStr, _ := net.SplitHostPort(o.Listen)
+	port, _ := strconv.Atoi(portStr)
+	routes := server.RoutesFromStr(strings.Join(o.Routes, ","))
+	e := &embedded{storeDir: o.StoreDir, log: &serverLog{l: o.Logger.With("nats", o.NodeName)}}
+	if e.storeDir == "" {
+		d, err := os.MkdirTemp("", "ovbus-cluster-")
+		if err != nil {
+			return nil, fmt.Errorf("cluster: store directory: %w", err)
+		}
+		e.storeDir, e.tempDir = d, true
+	}
+	token, err := randomToken()
+	if err != nil {
+		e.cleanup()
+		return nil, err
+	}
+	e.token = token
+	payload := int32(o.MaxMsgSize + headerRoom)
+	sopts := &server.Options{
+		ServerName: o.NodeName,
+		// nats-server starts routing only once its client port listens
+		// (DontListen would leave it without routes), so it gets one on
+		// loopback, on a free port, closed by a random token; the node
+		// itself connects in-process.
+		Host:          "127.0.0.1",
+		Port:          server.RANDOM_PORT,
+		Authorization: token,
+		NoSigs:        true, // ovbus serve owns the signals
+		NoLog:         true,
+		MaxPayload:    payload,
+		MaxPending:    max(64<<20, 4*int64(payload)),
+		Cluster: server.ClusterOpts{
+			Name:      "ovbus-" + o.Name,
+			Host:      host,
+			Port:      port,
+			Advertise: o.Advertise,
+		},
+		Routes:             routes,
+		JetStream:          o.Order == OrderTotal,
+		JetStreamMaxMemory: 2*o.StreamMaxBytes + 64<<20,
+		StoreDir:           e.storeDir,
+	}
+	srv, err := server.NewServer(sopts)
+	if err != nil {
+		e.cleanup()
+		return nil, fmt.Errorf("cluster: embedded NATS: %w", err)
+	}
+	srv.SetLoggerV2(e.log, false, false, false)
+	e.srv = srv
+	srv.Start()
+	for deadline := time.Now().Add(10 * time.Second); !srv.ReadyForConnections(50 * time.Millisecond); {
+		err := e.log.fatal()
+		if err == nil && time.Now().After(deadline) {
+			err = errors.New("did not start in 10s")
+		}
+		if err != nil {
+			srv.Shutdown()
+			e.cleanup()
+			return nil, fmt.Errorf("cluster: embedded NATS on %s: %w", o.Listen, err)
+		}
+	}
+	return e, nil
+}
+
+// peers reports how many other nodes the server has routes to.
+func (e *embedded) peers() int { return e.srv.NumRemotes() }
+
+// shutdown stops the server (stepping down the stream leaders it holds,
+// so that the others elect new ones at once) and removes a temporary store.
+func (e *embedded) shutdown() {
+	e.srv.Shutdown()
+	e.srv.WaitForShutdown()
+	e.cleanup()
+}
+
+func (e *embedded) cleanup() {
+	if e.tempDir {
+		os.RemoveAll(e.storeDir)
+	}
+}
+
+// serverLog passes nats-server's log lines to slog: its notices (many at
+// start) at DEBUG, warnings and errors as such. The first fatal error is
+// kept for startEmbedded.
+type serverLog struct {
+	l       *slog.Logger
+	mu      sync.Mutex
+	fatalEr error
+}
+
+func (s *serverLog) fatal() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fatalEr
+}
+
+// quiet are nats-server lines that repeat while a peer is away, or say
+// what the node's own link state already says: DEBUG, not WARNING/ERROR
+// (the node logs each change of its link once).
+var quiet = []string{
+	"Error trying to connect to route",
+	"Waiting for routing to be established",
+	"JetStream has not established contact with a meta leader",
+	"Maximum payloads over",
+	"JetStream cluster no metadata leader",
+	"Healthcheck failed",
+	"RAFT [",
+	"is not current",
+	"Metalayer blocking snapshot",
+}
+
+func (s *serverLog) at(level slog.Level, format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	for _, q := range quiet {
+		if strings.Contains(msg, q) {
+			level = slog.LevelDebug
+			break
+		}
+	}
+	s.l.Log(context.Background(), level, msg)
+}
+
+func (s *serverLog) Noticef(format string, v ...any) { s.l.Debug(fmt.Sprintf(format, v...)) }
+func (s *serverLog) Warnf(format string, v ...any)   { s.at(slog.LevelWarn, format, v...) }
+func (s *serverLog) Errorf(format string, v ...any)  { s.at(slog.LevelError, format, v...) }
+func (s *serverLog) Debugf(format string, v ...any)  {}
+func (s *serverLog) Tracef(format string, v ...any)  {}
+func (s *serverLog) Fatalf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	s.l.Error(msg)
+	s.mu.Lock()
+	if s.fatalEr == nil {
+		s.fatalEr = fmt.Errorf("%s", msg)
+	}
+	s.mu.Unlock()
+}
+
+func randomToken() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("cluster: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}

@@ -1,0 +1,116 @@
+package cluster
+
+import (
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/ovbus/ovbus/ws"
+)
+
+// natsServer starts a standalone nats-server on 127.0.0.1 (port 0: any).
+func natsServer(t *testing.T, port int, edit func(*server.Options)) *server.Server {
+	t.Helper()
+	o := &server.Options{Host: "127.0.0.1", Port: port, NoSigs: true, NoLog: true, JetStream: true,
+		StoreDir: t.TempDir(), MaxPayload: 2 << 20}
+	if port == 0 {
+		o.Port = server.RANDOM_PORT
+	}
+	if edit != nil {
+		edit(o)
+	}
+	s, err := server.NewServer(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+func externalOptions(url, node string, order Order) Options {
+	return Options{Name: "ext", NodeName: node, Order: order, NATSURL: url, MaxMsgSize: 1 << 20,
+		Logger: slog.New(slog.DiscardHandler)}
+}
+
+// Two nodes on one external NATS (with a token), in both orders.
+func TestExternalNATS(t *testing.T) {
+	s := natsServer(t, 0, func(o *server.Options) { o.Authorization = "s3cret" })
+	for _, order := range []Order{OrderTotal, OrderSender} {
+		t.Run(string(order), func(t *testing.T) {
+			var opts []Options
+			for _, name := range []string{"a", "b"} {
+				o := externalOptions(s.ClientURL(), name, order)
+				o.Token = "s3cret"
+				opts = append(opts, o)
+			}
+			nodes := startNodes(t, opts)
+			waitUp(t, nodes, 10*time.Second)
+			a, b := dialNode(t, nodes[0]), dialNode(t, nodes[1])
+			a.send(ws.OpText, msg("a", 0))
+			b.send(ws.OpBinary, "\x01\x02")
+			for _, c := range []*wsClient{a, b} {
+				got := c.waitN(2, 5*time.Second)
+				if order == OrderTotal && (got[0] != a.waitN(2, 0)[0] || got[1] != a.waitN(2, 0)[1]) {
+					t.Errorf("clients saw different orders")
+				}
+			}
+		})
+	}
+	bad := externalOptions(s.ClientURL(), "c", OrderSender)
+	bad.Token = "wrong"
+	n, err := New(bad)
+	if err != nil {
+		t.Fatalf("New with a wrong token: %v (should start with its link down)", err)
+	}
+	defer n.close()
+}
+
+func TestExternalWithoutJetStream(t *testing.T) {
+	s := natsServer(t, 0, func(o *server.Options) { o.JetStream = false })
+	_, err := New(externalOptions(s.ClientURL(), "a", OrderTotal))
+	if err == nil || !strings.Contains(err.Error(), "enable JetStream") || !strings.Contains(err.Error(), `"sender"`) {
+		t.Fatalf("New = %v, want an error saying to enable JetStream or choose sender", err)
+	}
+	n, err := New(externalOptions(s.ClientURL(), "a", OrderSender))
+	if err != nil {
+		t.Fatalf("order sender without JetStream: %v", err)
+	}
+	n.close()
+}
+
+func TestExternalMaxPayloadTooSmall(t *testing.T) {
+	s := natsServer(t, 0, func(o *server.Options) { o.MaxPayload = 512 << 10 })
+	_, err := New(externalOptions(s.ClientURL(), "a", OrderSender))
+	if err == nil || !strings.Contains(err.Error(), strconv.Itoa(512<<10)) || !strings.Contains(err.Error(), strconv.Itoa(1<<20)) {
+		t.Fatalf("New = %v, want an error naming max_payload %d and max_msg_size %d", err, 512<<10, 1<<20)
+	}
+}
+
+// NATS unreachable at start: the node serves its own clients, and joins
+// once the server is there.
+func TestExternalLateServer(t *testing.T) {
+	port := freePorts(t, 1)[0]
+	url := "nats://127.0.0.1:" + strconv.Itoa(port)
+	nodes := startNodes(t, []Options{externalOptions(url, "a", OrderTotal), externalOptions(url, "b", OrderTotal)})
+	a := dialNode(t, nodes[0])
+	a.send(ws.OpText, msg("a", 0))
+	a.waitN(1, 5*time.Second)
+	if nodes[0].node.Up() {
+		t.Fatal("up without a server")
+	}
+	natsServer(t, port, nil)
+	waitUp(t, nodes, 15*time.Second)
+	b := dialNode(t, nodes[1])
+	a.send(ws.OpText, msg("a", 1))
+	if got := b.waitN(1, 5*time.Second); got[0].data != msg("a", 1) {
+		t.Errorf("b got %q", got[0].data)
+	}
+}
