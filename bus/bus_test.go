@@ -739,3 +739,19 @@ func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
 	pool.AddCert(leaf)
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
 }
+
+// TestIdleChurn: clients that connect, get the greeting and leave on a
+// quiet bus leave no sleeper and no follower behind (issue 10 item 1).
+func TestIdleChurn(t *testing.T) {
+	s, url := testServer(t, Options{})
+	for range 200 {
+		c := dial(t, url, nil)
+		c.CloseNow()
+	}
+	waitFor(t, "every client to be gone", 10*time.Second, func() bool { return s.Clients() == 0 })
+	waitFor(t, "the sleepers to be released", 10*time.Second, func() bool {
+		s.hub.mu.Lock()
+		defer s.hub.mu.Unlock()
+		return len(s.hub.sleepers) == 0 && len(s.hub.followers) == 0
+	})
+}

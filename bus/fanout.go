@@ -125,6 +125,7 @@ func (h *hub) publish(e *entry) {
 		case f.wake <- struct{}{}:
 		default:
 		}
+		f.sleepIdx = -1
 		h.sleepers[i] = nil
 	}
 	h.sleepers = h.sleepers[:0]
@@ -175,9 +176,18 @@ func (h *hub) join(f *follower) {
 	h.followers = append(h.followers, f)
 }
 
-// leave stops f from holding entries in the log.
+// leave stops f from holding entries in the log and from being woken.
+// Both removals are O(1): the last follower (sleeper) takes f's place.
 func (h *hub) leave(f *follower) {
 	h.mu.Lock()
+	if i := f.sleepIdx; i >= 0 && i < len(h.sleepers) && h.sleepers[i] == f {
+		last := len(h.sleepers) - 1
+		h.sleepers[i] = h.sleepers[last]
+		h.sleepers[i].sleepIdx = i
+		h.sleepers[last] = nil
+		h.sleepers = h.sleepers[:last]
+	}
+	f.sleepIdx = -1
 	if f.idx >= 0 && f.idx < len(h.followers) && h.followers[f.idx] == f {
 		last := len(h.followers) - 1
 		h.followers[f.idx] = h.followers[last]
@@ -218,13 +228,18 @@ func (h *hub) fetch(cursor uint64, dst []*entry, maxN int, maxBytes int64) (_ []
 
 // sleep registers f to be woken by the next publish, unless a message
 // arrived after cursor already. It reports whether f must wait for the token.
+// A follower is registered once however often it sleeps (a Follower whose
+// context ends keeps its place), and leave takes it out.
 func (h *hub) sleep(f *follower, cursor uint64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.head.Load() != cursor {
 		return false
 	}
-	h.sleepers = append(h.sleepers, f)
+	if f.sleepIdx < 0 {
+		f.sleepIdx = len(h.sleepers)
+		h.sleepers = append(h.sleepers, f)
+	}
 	return true
 }
 

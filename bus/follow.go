@@ -48,11 +48,14 @@ type follower struct {
 	maxMsgs  uint64
 	maxBytes int64
 	// wake receives a token when the follower sleeps and a message arrives.
-	wake chan struct{}
-	idx  int // position in hub.followers (under hub.mu)
+	wake     chan struct{}
+	idx      int // position in hub.followers (under hub.mu)
+	sleepIdx int // position in hub.sleepers, -1 when not there (under hub.mu)
 }
 
-func newFollower(h *hub) *follower { return &follower{h: h, wake: make(chan struct{}, 1), idx: -1} }
+func newFollower(h *hub) *follower {
+	return &follower{h: h, wake: make(chan struct{}, 1), idx: -1, sleepIdx: -1}
+}
 
 // next blocks until the log holds entries at f's cursor, appends up to maxN
 // of them to dst (stopping once maxBytes are in), advances the cursor past
