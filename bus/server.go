@@ -57,8 +57,9 @@ const (
 //
 // All methods are safe for concurrent use.
 type Server struct {
-	opts     Options // the options New was given, with defaults
-	log      *slog.Logger
+	opts     Options      // the options New was given, with defaults
+	log      *slog.Logger // Options.Logger, its warnings rate-limited
+	warns    *rateLimited
 	live     atomic.Pointer[liveOptions]
 	hub      *hub
 	m        *metrics
@@ -95,9 +96,11 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	warns := newRateLimited(o.Logger.Handler(), nil)
 	s := &Server{
 		opts:     o,
-		log:      o.Logger,
+		log:      slog.New(warns),
+		warns:    warns,
 		hub:      newHub(o.MaxQueueMessages, o.MaxQueueBytes),
 		greeting: greeting,
 		done:     make(chan struct{}),
@@ -526,6 +529,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.metricsSrv.Close()
 	}
 	s.mu.Unlock()
+	s.warns.flush()
 	close(s.done)
 	return err
 }
