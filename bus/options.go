@@ -96,8 +96,10 @@ type Options struct {
 	// moved for every batch of a burst.)
 	WriteTimeout time.Duration `ovbus:"write_timeout,live"`
 
-	// HandshakeTimeout bounds the HTTP upgrade of a new connection.
-	HandshakeTimeout time.Duration `ovbus:"handshake_timeout,live"`
+	// HandshakeTimeout bounds the HTTP upgrade of a new connection: reading
+	// the request's headers (net/http's ReadHeaderTimeout, fixed when the
+	// server is made, hence restart) and writing the 101 response.
+	HandshakeTimeout time.Duration `ovbus:"handshake_timeout,restart"`
 	// ShutdownTimeout bounds the flush of queued messages in Shutdown; a
 	// negative value drops the connections at once.
 	ShutdownTimeout time.Duration `ovbus:"shutdown_timeout,live"`

@@ -48,6 +48,15 @@ const (
 	rejectShuttingDown     = "shutting_down"
 )
 
+// MaxHeaderBytes bounds the request line and headers of an HTTP request to
+// the bus (the WebSocket upgrade, /health), instead of net/http's 1 MiB: a
+// client that sends more gets 431 and is closed, so unfinished handshakes
+// hold at most about this much each (net/http reads up to 4 KiB past it)
+// until handshake_timeout. 32 KiB is what common front ends accept (nginx's
+// large_client_header_buffers 4 × 8 KiB) and holds a browser's cookies for
+// one site with room to spare; OVOS clients send a few hundred bytes.
+const MaxHeaderBytes = 32 << 10
+
 // Server is an OVOS message bus: an http.Handler that upgrades its route to
 // WebSocket connections and relays every message to every client, the
 // sender included, in one order that all clients see.
@@ -113,6 +122,7 @@ func New(opts Options) (*Server, error) {
 	s.httpSrv = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: o.HandshakeTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
 		IdleTimeout:       time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
@@ -141,7 +151,7 @@ func (s *Server) Start() error {
 		}
 		s.mu.Lock()
 		s.metricsLn = ml
-		s.metricsSrv = &http.Server{Handler: s.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+		s.metricsSrv = &http.Server{Handler: s.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: MaxHeaderBytes}
 		srv := s.metricsSrv
 		s.mu.Unlock()
 		go srv.Serve(ml)

@@ -36,7 +36,7 @@ var mutations = map[string]func(*Config){
 }
 
 func TestDiffCoversEveryKey(t *testing.T) {
-	restartKeys := []string{"host", "port", "route", "ssl", "ssl_cert", "ssl_key", "compression", "metrics_address", "log_file"}
+	restartKeys := []string{"host", "port", "route", "ssl", "ssl_cert", "ssl_key", "handshake_timeout", "compression", "metrics_address", "log_file"}
 	for _, key := range Keys() {
 		mutate, ok := mutations[key]
 		if !ok {

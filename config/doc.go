@@ -92,7 +92,7 @@
 //	                                              --max-queue-messages                         bus's message_buffer_capacity)
 //	write_timeout             10                  OVOS_BUS_WRITE_TIMEOUT              live     seconds one write to a client may take
 //	                                              --write-timeout
-//	handshake_timeout         10                  OVOS_BUS_HANDSHAKE_TIMEOUT          live     seconds a connection may take to
+//	handshake_timeout         10                  OVOS_BUS_HANDSHAKE_TIMEOUT          restart  seconds a connection may take to
 //	                                              --handshake-timeout                          complete the WebSocket upgrade
 //	shutdown_timeout          5                   OVOS_BUS_SHUTDOWN_TIMEOUT           live     seconds spent flushing queues on
 //	                                              --shutdown-timeout                           SIGINT/SIGTERM; 0 drops at once
