@@ -755,3 +755,58 @@ func TestIdleChurn(t *testing.T) {
 		return len(s.hub.sleepers) == 0 && len(s.hub.followers) == 0
 	})
 }
+
+// dialStalled connects a client that never reads, with a small fixed
+// receive buffer, so that the bus's writes to it block soon.
+func dialStalled(t testing.TB, url string) *ws.Conn {
+	t.Helper()
+	return dial(t, url, &ws.DialOptions{NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err == nil {
+			nc.(*net.TCPConn).SetReadBuffer(64 << 10)
+		}
+		return nc, err
+	}})
+}
+
+// TestShutdownBoundedWithAStalledClient: with close frames on and a client
+// whose socket takes nothing, Shutdown still returns within
+// shutdown_timeout plus shutdownGrace (issue 10 item 7: the 1001 frame
+// waited for the stalled writer's lock until write_timeout).
+func TestShutdownBoundedWithAStalledClient(t *testing.T) {
+	const drain = 300 * time.Millisecond
+	s, url := testServer(t, Options{CloseFramesOnShutdown: true, ShutdownTimeout: drain, WriteTimeout: time.Minute})
+	healthy := dial(t, url, nil)
+	dialStalled(t, url)
+	payload := bytes.Repeat([]byte("z"), 256<<10)
+	for range 64 { // 16 MiB: more than the kernel buffers of the stalled client hold
+		if err := s.Publish(ws.OpBinary, payload, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() {
+		for {
+			if _, _, err := healthy.ReadMessage(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
+	waitFor(t, "the stalled client's writer to block", 10*time.Second, func() bool {
+		for _, si := range s.Sessions() {
+			if si.QueuedBytes > 4<<20 {
+				return true
+			}
+		}
+		return false
+	})
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A small constant on top for a loaded machine.
+	if took, limit := time.Since(start), drain+shutdownGrace+time.Second; took > limit {
+		t.Fatalf("Shutdown took %v, want at most %v", took, limit)
+	}
+}

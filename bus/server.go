@@ -455,8 +455,11 @@ func (s *Server) removeSession(c *session, ci CloseInfo) {
 // Shutdown stops the bus: it stops accepting connections and relaying new
 // frames, lets the writers flush what is queued for up to ShutdownTimeout
 // (or until ctx ends), then drops every connection without a close frame, or
-// closes it with 1001 when CloseFramesOnShutdown is set. It returns when the
-// connections are gone, or ctx's error if ctx ends first.
+// closes it with 1001 when CloseFramesOnShutdown is set (a client whose
+// socket does not take the close frame within shutdownGrace is dropped). It
+// returns when the connections are gone, at most ShutdownTimeout plus one
+// second after it was called whatever the clients do, or with ctx's error if
+// ctx ends first.
 func (s *Server) Shutdown(ctx context.Context) error {
 	first := false
 	s.shutOnce.Do(func() { first = true })
@@ -511,6 +514,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			c.conn.CloseNow()
 			continue
 		}
+		// A writer blocked on a stalled client holds the connection's
+		// write lock, which the close frame needs: its write gives up
+		// within the grace, and the close frame goes out only if the
+		// socket takes it by then.
+		c.conn.SetWriteDeadline(time.Now().Add(shutdownGrace / 2))
 		// The closing handshake waits for the peer's answer: one at a
 		// time would add up. ws.Conn.Close may run beside the reader.
 		s.wg.Add(1)
@@ -523,17 +531,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		local.stop()
 	}
 
+	// Whatever the clients do, the connections are gone shutdownGrace
+	// after the drain: what has not ended by then is dropped.
 	wait := make(chan struct{})
 	go func() { s.wg.Wait(); close(wait) }()
+	grace := time.NewTimer(shutdownGrace)
 	var err error
 	select {
 	case <-wait:
+	case <-grace.C:
+		s.dropAll(clients)
+		<-wait // CloseNow ends every read and write at once
 	case <-ctx.Done():
-		for _, c := range clients {
-			c.conn.CloseNow()
-		}
+		s.dropAll(clients)
 		err = ctx.Err()
 	}
+	grace.Stop()
 	s.mu.Lock()
 	if s.metricsSrv != nil {
 		s.metricsSrv.Close()
@@ -542,6 +555,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.warns.flush()
 	close(s.done)
 	return err
+}
+
+// shutdownGrace bounds what Shutdown spends after the drain: sending close
+// frames, waiting for their answers and for the sessions' goroutines to end.
+// Shutdown returns at most ShutdownTimeout + shutdownGrace after it starts.
+const shutdownGrace = time.Second
+
+// dropAll drops the connections without a closing handshake.
+func (s *Server) dropAll(clients []*session) {
+	for _, c := range clients {
+		c.conn.CloseNow()
+	}
 }
 
 // noteProgress wakes Shutdown's drain when a writer has moved or a
