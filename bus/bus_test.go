@@ -225,7 +225,9 @@ func TestOversize(t *testing.T) {
 }
 
 func TestSlowConsumer(t *testing.T) {
-	s, url := testServer(t, Options{MaxMsgSize: 1 << 20, MaxQueueBytes: 1 << 20, MaxQueueMessages: 10000, WriteTimeout: 5 * time.Second})
+	// A cut client's blocked write gets a tenth of write_timeout to finish
+	// (then its 1008 goes out): the slow client starts reading well within.
+	s, url := testServer(t, Options{MaxMsgSize: 1 << 20, MaxQueueBytes: 1 << 20, MaxQueueMessages: 10000, WriteTimeout: 60 * time.Second})
 	fast := dial(t, url, nil)
 	slow := dial(t, url, &ws.DialOptions{NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)

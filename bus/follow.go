@@ -51,6 +51,20 @@ type follower struct {
 	wake     chan struct{}
 	idx      int // position in hub.followers (under hub.mu)
 	sleepIdx int // position in hub.sleepers, -1 when not there (under hub.mu)
+	// onCut, when set, lets the hub cut the follower as soon as the bounds
+	// release an entry it still needs (hub.cutBehind): cut is set, it
+	// leaves the log, and onCut is called (outside the hub's lock; it must
+	// not block). Without it the follower finds out on its next fetch.
+	onCut func()
+	cut   atomic.Bool
+	// stalled: cut for taking nothing while far behind (hub.pressured),
+	// before reaching its bound.
+	stalled atomic.Bool
+	// paces: when far behind, it slows the senders, or is cut when it
+	// stalls (hub.pace); progress is the hub time of its last fetch or
+	// completed write.
+	paces    bool
+	progress atomic.Int64
 }
 
 func newFollower(h *hub) *follower {
@@ -71,7 +85,7 @@ func (f *follower) next(ctx context.Context, done, closing <-chan struct{}, dst 
 			return dst, errStopped
 		}
 		cursor := f.cursor.Load()
-		if f.behind(cursor) {
+		if f.cut.Load() || f.behind(cursor) {
 			return dst, ErrLagged
 		}
 		var lagged bool
@@ -83,6 +97,9 @@ func (f *follower) next(ctx context.Context, done, closing <-chan struct{}, dst 
 		if len(dst) > n0 {
 			f.fetched.Store(dst[len(dst)-1].end)
 			f.cursor.Store(cursor + uint64(len(dst)-n0))
+			if f.paces {
+				f.progress.Store(h.now())
+			}
 			return dst, nil
 		}
 		if isClosed(closing) {
@@ -161,6 +178,7 @@ type Follower struct {
 // ErrServerClosed.
 func (s *Server) Follow(o FollowOptions) *Follower {
 	f := newFollower(s.hub)
+	f.onCut = func() {} // Next reports ErrLagged
 	if o.MaxMessages > 0 {
 		f.maxMsgs = uint64(o.MaxMessages)
 	}

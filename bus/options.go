@@ -28,6 +28,7 @@ const (
 	DefaultWriteTimeout     = 10 * time.Second
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultShutdownTimeout  = 5 * time.Second
+	DefaultSendBuffer       = 256 << 10
 )
 
 // Limits of the options, checked by Validate.
@@ -85,8 +86,16 @@ type Options struct {
 	FilterLogs []string `ovbus:"filter_logs,live"`
 
 	// MaxQueueMessages and MaxQueueBytes bound how far one client may fall
-	// behind the bus. A client further behind is closed with 1008 "slow
-	// consumer"; nobody else is slowed. A zero MaxQueueBytes is
+	// behind the bus, and so what the fan-out log holds. A client further
+	// behind is closed as a slow consumer (docs/protocol.md §3); nobody else
+	// loses a message. The bytes are what the log really holds: the plain
+	// frames plus the compressed copies made for deflate clients, so with
+	// deflate clients connected a client may fall less far behind (down to
+	// about half). A client that drains but lags by more than half a
+	// bound slows the socket senders (by at most 2 ms per message, or the
+	// message's size at 16 MiB/s) until it catches up; one that lags that
+	// far and takes nothing for a tenth of WriteTimeout is cut then (see
+	// hub.pace). A zero MaxQueueBytes is
 	// DefaultQueueBytes(MaxMsgSize).
 	MaxQueueMessages int   `ovbus:"max_queue_messages,live"`
 	MaxQueueBytes    int64 `ovbus:"max_queue_bytes,live"`
@@ -95,6 +104,14 @@ type Options struct {
 	// may get up to 50 ms or a sixteenth of it less: the deadline is not
 	// moved for every batch of a burst.)
 	WriteTimeout time.Duration `ovbus:"write_timeout,live"`
+
+	// SendBuffer is the kernel send buffer of each client's socket
+	// (SO_SNDBUF), in bytes. Linux's autotuning grows it up to 4 MiB, which
+	// a client that reads nothing keeps pinned, outside the queue bounds,
+	// until it is cut; a fixed 256 KiB (Linux books twice that) still
+	// covers a gigabit link with 2 ms of round trip, far more than loopback
+	// or a LAN needs. Apply changes it for new connections.
+	SendBuffer int64 `ovbus:"send_buffer,live"`
 
 	// HandshakeTimeout bounds the HTTP upgrade of a new connection: reading
 	// the request's headers (net/http's ReadHeaderTimeout, fixed when the
@@ -196,6 +213,9 @@ func (o Options) withDefaults() Options {
 	if o.HandshakeTimeout == 0 {
 		o.HandshakeTimeout = DefaultHandshakeTimeout
 	}
+	if o.SendBuffer == 0 {
+		o.SendBuffer = DefaultSendBuffer
+	}
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
 	}
@@ -271,6 +291,9 @@ func (o *Options) validate() error {
 	}
 	if o.WriteTimeout < 0 {
 		bad("write_timeout", "expected seconds greater than 0, got %v", o.WriteTimeout.Seconds())
+	}
+	if o.SendBuffer < 4096 || o.SendBuffer > 64<<20 {
+		bad("send_buffer", "expected a number of bytes from 4096 to %d, got %d", 64<<20, o.SendBuffer)
 	}
 	if o.HandshakeTimeout < 0 {
 		bad("handshake_timeout", "expected seconds greater than 0, got %v", o.HandshakeTimeout.Seconds())

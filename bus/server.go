@@ -118,6 +118,7 @@ func New(opts Options) (*Server, error) {
 		sessions: make(map[*session]struct{}),
 	}
 	s.live.Store(newLive(o))
+	s.hub.stallAfter.Store(int64(o.WriteTimeout / 10))
 	s.m = newMetrics(s)
 	s.httpSrv = &http.Server{
 		Handler:           s,
@@ -335,19 +336,29 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	setSendBuffer(conn.NetConn(), o.SendBuffer)
 	c := &session{
-		s:         s,
-		conn:      conn,
-		perms:     perms,
-		f:         newFollower(s.hub),
-		remote:    r.RemoteAddr,
-		userAgent: r.Header.Get("User-Agent"),
-		origin:    r.Header.Get("Origin"),
-		token:     tokenName,
-		connected: time.Now(),
-		done:      make(chan struct{}),
-		exited:    make(chan struct{}),
+		s:          s,
+		conn:       conn,
+		perms:      perms,
+		f:          newFollower(s.hub),
+		windowBits: -1,
+		remote:     r.RemoteAddr,
+		userAgent:  r.Header.Get("User-Agent"),
+		origin:     r.Header.Get("Origin"),
+		token:      tokenName,
+		connected:  time.Now(),
+		done:       make(chan struct{}),
+		exited:     make(chan struct{}),
 	}
+	if p := conn.Deflate(); p != nil {
+		c.windowBits = p.ServerMaxWindowBits
+	}
+	c.f.paces = true
+	// Cut while its writer is blocked on a client that reads nothing: the
+	// write gets a tenth of write_timeout more, not all of it; if it
+	// completes, the client still gets its 1008 close frame.
+	c.f.onCut = func() { conn.SetWriteDeadline(time.Now().Add(s.live.Load().opts.WriteTimeout / 10)) }
 	// The client joins the log first, then gets the greeting, then its
 	// writer starts: the greeting is the first frame it receives, and once
 	// it has it, it is sure to get everything published afterwards (the
@@ -370,6 +381,19 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}()
 	c.readLoop()
 	<-c.exited
+}
+
+// setSendBuffer sets the kernel send buffer of a client's TCP connection
+// (under TLS too) to n bytes (SO_SNDBUF, which Linux doubles for its own
+// bookkeeping and which turns the buffer's autotuning off), so that a
+// stalled client pins at most that much kernel memory.
+func setSendBuffer(nc net.Conn, n int64) {
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	if tc, ok := nc.(*net.TCPConn); ok && n > 0 {
+		tc.SetWriteBuffer(int(n))
+	}
 }
 
 // requestToken returns the token a request presents, as ?token=... or

@@ -86,12 +86,17 @@
 //	max_queue_bytes           67108864 (64 MiB)   OVOS_BUS_MAX_QUEUE_BYTES            live     bytes queued for one client before it
 //	                                              --max-queue-bytes                            is closed as too slow; at least
 //	                                                                                           max_msg_size. Unset, it grows to
-//	                                                                                           2 × max_msg_size when that is larger
+//	                                                                                           2 × max_msg_size when that is larger.
+//	                                                                                           Counts the compressed copies made
+//	                                                                                           for deflate clients too
 //	max_queue_messages        100000              OVOS_BUS_MAX_QUEUE_MESSAGES         live     messages queued for one client before
 //	                                              OVOS_BUS_MSG_BUFFER_CAPACITY                 it is closed as too slow (the Rust
 //	                                              --max-queue-messages                         bus's message_buffer_capacity)
 //	write_timeout             10                  OVOS_BUS_WRITE_TIMEOUT              live     seconds one write to a client may take
-//	                                              --write-timeout
+//	                                              --write-timeout                              before it is dropped (no close frame)
+//	send_buffer               262144 (256 KiB)    OVOS_BUS_SEND_BUFFER                live     kernel send buffer of each client
+//	                                              --send-buffer                                (SO_SNDBUF; Linux books twice it),
+//	                                                                                           4096 to 64 MiB; new connections
 //	handshake_timeout         10                  OVOS_BUS_HANDSHAKE_TIMEOUT          restart  seconds a connection may take to
 //	                                              --handshake-timeout                          complete the WebSocket upgrade
 //	shutdown_timeout          5                   OVOS_BUS_SHUTDOWN_TIMEOUT           live     seconds spent flushing queues on

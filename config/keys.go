@@ -70,6 +70,8 @@ var keys = []key{
 		bus: func(o *bus.Options) any { return &o.MaxQueueMessages }, doc: "messages queued per client before it is dropped"},
 	{name: "write_timeout", env: env1("OVOS_BUS_WRITE_TIMEOUT"), flag: "write-timeout", kind: kindSeconds,
 		bus: func(o *bus.Options) any { return &o.WriteTimeout }, doc: "seconds one write to a client may take"},
+	{name: "send_buffer", env: env1("OVOS_BUS_SEND_BUFFER"), flag: "send-buffer", kind: kindBytes,
+		bus: func(o *bus.Options) any { return &o.SendBuffer }, doc: "kernel send buffer per client in bytes (SO_SNDBUF)"},
 	{name: "handshake_timeout", env: env1("OVOS_BUS_HANDSHAKE_TIMEOUT"), flag: "handshake-timeout", kind: kindSeconds,
 		bus: func(o *bus.Options) any { return &o.HandshakeTimeout }, doc: "seconds a WebSocket upgrade may take"},
 	{name: "shutdown_timeout", env: env1("OVOS_BUS_SHUTDOWN_TIMEOUT"), flag: "shutdown-timeout", kind: kindDrain,
