@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -210,4 +211,53 @@ func TestCompressedCopiesCounted(t *testing.T) {
 		s.Publish(ws.OpText, []byte("x"), "")
 	}
 	waitFor(t, "the copies to be released", 5*time.Second, func() bool { return s.hub.extra.Load() == 0 })
+}
+
+// TestMaxConnections (issue 10 item 8): a client over max_connections gets
+// 503 with Retry-After before the upgrade, counted, while /health still
+// answers; once a client leaves, the next one gets in.
+func TestMaxConnections(t *testing.T) {
+	s, url := testServer(t, Options{MaxConnections: 2})
+	if s.MaxConnections() != 2 {
+		t.Fatalf("MaxConnections() = %d", s.MaxConnections())
+	}
+	a := dial(t, url, nil)
+	dial(t, url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _, err := ws.Dial(ctx, url, nil)
+	var de *ws.DialError
+	if !errors.As(err, &de) || de.StatusCode != http.StatusServiceUnavailable || de.Header.Get("Retry-After") == "" {
+		t.Fatalf("third client: %v, want 503 with Retry-After", err)
+	}
+	resp, err := http.Get("http://" + s.Addr().String() + "/health")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/health on a full bus: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if m := scrape(t, s); !strings.Contains(m, `ovbus_rejected_total{reason="max_connections"} 1`) {
+		t.Fatalf("not counted:\n%s", grep(m, "rejected"))
+	}
+	a.CloseNow()
+	waitFor(t, "a free place", 10*time.Second, func() bool { return s.Clients() == 1 && s.conns.Load() == 1 })
+	dial(t, url, nil)
+}
+
+// TestMaxConnectionsDefault: zero is the open-file limit minus the reserve.
+func TestMaxConnectionsDefault(t *testing.T) {
+	for _, c := range []struct {
+		limit uint64
+		want  int
+	}{{0, DefaultMaxConnections}, {1024, 1024 - ConnectionReserve}, {20000, 20000 - ConnectionReserve}, {100, 50}} {
+		if got := DefaultMaxConnectionsFor(c.limit); got != c.want {
+			t.Errorf("limit %d: %d, want %d", c.limit, got, c.want)
+		}
+	}
+	s, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.fileLimit > 0 && s.MaxConnections() != DefaultMaxConnectionsFor(s.fileLimit) {
+		t.Fatalf("MaxConnections() = %d with %d open files", s.MaxConnections(), s.fileLimit)
+	}
 }

@@ -29,7 +29,27 @@ const (
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultShutdownTimeout  = 5 * time.Second
 	DefaultSendBuffer       = 256 << 10
+	// DefaultMaxConnections is the ceiling of clients when the open-file
+	// limit is not known; otherwise it is that limit minus
+	// ConnectionReserve.
+	DefaultMaxConnections = 10000
+	// ConnectionReserve is how many file descriptors the default
+	// max_connections leaves for everything else: the listeners, /health
+	// and /metrics requests, the log files, the TLS files, the cluster.
+	ConnectionReserve = 64
 )
+
+// DefaultMaxConnectionsFor returns the max_connections used when it is
+// zero, for an open-file limit (0: unknown).
+func DefaultMaxConnectionsFor(fileLimit uint64) int {
+	if fileLimit == 0 {
+		return DefaultMaxConnections
+	}
+	if fileLimit <= 2*ConnectionReserve {
+		return int(max(fileLimit/2, 1))
+	}
+	return int(min(fileLimit-ConnectionReserve, 1<<30))
+}
 
 // Limits of the options, checked by Validate.
 const (
@@ -104,6 +124,15 @@ type Options struct {
 	// may get up to 50 ms or a sixteenth of it less: the deadline is not
 	// moved for every batch of a burst.)
 	WriteTimeout time.Duration `ovbus:"write_timeout,live"`
+
+	// MaxConnections is the most clients connected at once; one more gets
+	// HTTP 503 (with Retry-After) before the upgrade, counted in
+	// ovbus_rejected_total{reason="max_connections"}. Zero is the
+	// process's open-file limit (raised to its hard limit at New) minus
+	// ConnectionReserve, so that /health, /metrics and the bus's own files
+	// still get a descriptor when the bus is full. Apply changes it for new
+	// connections.
+	MaxConnections int `ovbus:"max_connections,live"`
 
 	// SendBuffer is the kernel send buffer of each client's socket
 	// (SO_SNDBUF), in bytes. Linux's autotuning grows it up to 4 MiB, which
@@ -291,6 +320,9 @@ func (o *Options) validate() error {
 	}
 	if o.WriteTimeout < 0 {
 		bad("write_timeout", "expected seconds greater than 0, got %v", o.WriteTimeout.Seconds())
+	}
+	if o.MaxConnections < 0 {
+		bad("max_connections", "expected an integer greater than 0, got %d", o.MaxConnections)
 	}
 	if o.SendBuffer < 4096 || o.SendBuffer > 64<<20 {
 		bad("send_buffer", "expected a number of bytes from 4096 to %d, got %d", 64<<20, o.SendBuffer)

@@ -46,6 +46,7 @@ const (
 	rejectAuth             = "auth"
 	rejectHandshake        = "handshake"
 	rejectShuttingDown     = "shutting_down"
+	rejectMaxConnections   = "max_connections"
 )
 
 // MaxHeaderBytes bounds the request line and headers of an HTTP request to
@@ -73,6 +74,9 @@ type Server struct {
 	hub      *hub
 	m        *metrics
 	greeting *ws.PreparedMessage
+
+	fileLimit uint64       // the open-file limit at New, 0 when unknown
+	conns     atomic.Int64 // connections upgrading or upgraded (max_connections)
 
 	closing  atomic.Bool
 	closingC chan struct{} // closed when Shutdown starts
@@ -106,16 +110,18 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	warns := newRateLimited(o.Logger.Handler(), nil)
+	fileLimit := openFileLimit()
 	s := &Server{
-		opts:     o,
-		log:      slog.New(warns),
-		warns:    warns,
-		hub:      newHub(o.MaxQueueMessages, o.MaxQueueBytes),
-		greeting: greeting,
-		done:     make(chan struct{}),
-		closingC: make(chan struct{}),
-		progress: make(chan struct{}, 1),
-		sessions: make(map[*session]struct{}),
+		opts:      o,
+		log:       slog.New(warns),
+		warns:     warns,
+		fileLimit: fileLimit,
+		hub:       newHub(o.MaxQueueMessages, o.MaxQueueBytes),
+		greeting:  greeting,
+		done:      make(chan struct{}),
+		closingC:  make(chan struct{}),
+		progress:  make(chan struct{}, 1),
+		sessions:  make(map[*session]struct{}),
 	}
 	s.live.Store(newLive(o))
 	s.hub.stallAfter.Store(int64(o.WriteTimeout / 10))
@@ -161,6 +167,7 @@ func (s *Server) Start() error {
 	if err != nil {
 		return err
 	}
+	s.log.Info("Connection ceiling", "max_connections", s.MaxConnections(), "open_files", s.fileLimit)
 	go s.serve(ln) // Addr works at once: the listener is registered
 	return nil
 }
@@ -300,6 +307,15 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	live := s.live.Load()
 	o := &live.opts
+	// The ceiling, before anything else: a full bus answers at once.
+	defer s.conns.Add(-1)
+	if n := s.conns.Add(1); n > int64(s.maxConnections(o)) {
+		s.m.rejected(rejectMaxConnections)
+		s.log.Warn("Refused connection: max_connections reached", "remote", r.RemoteAddr, "max_connections", s.maxConnections(o))
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "too many connections", http.StatusServiceUnavailable)
+		return
+	}
 	perms, tokenName, ok := authorize(&o.Auth, requestToken(r))
 	if !ok {
 		s.m.rejected(rejectAuth)
@@ -382,6 +398,18 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	c.readLoop()
 	<-c.exited
 }
+
+// maxConnections is the ceiling in force under o.
+func (s *Server) maxConnections(o *Options) int {
+	if o.MaxConnections > 0 {
+		return o.MaxConnections
+	}
+	return DefaultMaxConnectionsFor(s.fileLimit)
+}
+
+// MaxConnections returns the most clients the bus accepts at once now
+// (Options.MaxConnections, or its default from the open-file limit).
+func (s *Server) MaxConnections() int { return s.maxConnections(&s.live.Load().opts) }
 
 // setSendBuffer sets the kernel send buffer of a client's TCP connection
 // (under TLS too) to n bytes (SO_SNDBUF, which Linux doubles for its own

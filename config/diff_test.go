@@ -25,6 +25,7 @@ var mutations = map[string]func(*Config){
 	"max_queue_messages":       func(c *Config) { c.Bus.MaxQueueMessages++ },
 	"write_timeout":            func(c *Config) { c.Bus.WriteTimeout += time.Second },
 	"handshake_timeout":        func(c *Config) { c.Bus.HandshakeTimeout += time.Second },
+	"max_connections":          func(c *Config) { c.Bus.MaxConnections = 5 },
 	"send_buffer":              func(c *Config) { c.Bus.SendBuffer = 1 << 20 },
 	"shutdown_timeout":         func(c *Config) { c.Bus.ShutdownTimeout += time.Second },
 	"close_frames_on_shutdown": func(c *Config) { c.Bus.CloseFramesOnShutdown = !c.Bus.CloseFramesOnShutdown },

@@ -94,6 +94,11 @@
 //	                                              --max-queue-messages                         bus's message_buffer_capacity)
 //	write_timeout             10                  OVOS_BUS_WRITE_TIMEOUT              live     seconds one write to a client may take
 //	                                              --write-timeout                              before it is dropped (no close frame)
+//	max_connections           0 (auto)            OVOS_BUS_MAX_CONNECTIONS            live     most clients at once; one more gets
+//	                                              --max-connections                            HTTP 503 before the upgrade. 0: the
+//	                                                                                           open-file limit (raised to its hard
+//	                                                                                           limit at start) minus 64, or 10000
+//	                                                                                           where it is unknown
 //	send_buffer               262144 (256 KiB)    OVOS_BUS_SEND_BUFFER                live     kernel send buffer of each client
 //	                                              --send-buffer                                (SO_SNDBUF; Linux books twice it),
 //	                                                                                           4096 to 64 MiB; new connections
@@ -114,6 +119,15 @@
 //	auth                      off                 -                                   live     tokens and permissions, below
 //	log_file                  $XDG_STATE_HOME/<base>/bus.log                          restart  rotating log file (50 MB × 3);
 //	                                              OVOS_BUS_LOG_FILE --log-file                 "" disables it, null is the default
+//
+// Limits that are not keys (package bus owns them): request headers of at
+// most 32 KiB (bus.MaxHeaderBytes; more gets HTTP 431); a shutdown that
+// ends at most 1 s after shutdown_timeout; slow-consumer close frames
+// written within 2 s; a cut client's blocked write given a tenth of
+// write_timeout more; a client half its queue bound behind that takes
+// nothing for a tenth of write_timeout cut; 10 WARNING lines per kind per
+// 10 s, then one "suppressed K similar warnings" line. What a slow client
+// sees is in the README's "Limits".
 //
 // The log level is not in the websocket section: it is logging.bus.log_level,
 // else logging.log_level, else INFO (DEBUG, INFO, WARNING, ERROR, CRITICAL;

@@ -70,6 +70,8 @@ var keys = []key{
 		bus: func(o *bus.Options) any { return &o.MaxQueueMessages }, doc: "messages queued per client before it is dropped"},
 	{name: "write_timeout", env: env1("OVOS_BUS_WRITE_TIMEOUT"), flag: "write-timeout", kind: kindSeconds,
 		bus: func(o *bus.Options) any { return &o.WriteTimeout }, doc: "seconds one write to a client may take"},
+	{name: "max_connections", env: env1("OVOS_BUS_MAX_CONNECTIONS"), flag: "max-connections", kind: kindCountAuto,
+		bus: func(o *bus.Options) any { return &o.MaxConnections }, doc: "most clients at once, 0 for the open-file limit minus 64"},
 	{name: "send_buffer", env: env1("OVOS_BUS_SEND_BUFFER"), flag: "send-buffer", kind: kindBytes,
 		bus: func(o *bus.Options) any { return &o.SendBuffer }, doc: "kernel send buffer per client in bytes (SO_SNDBUF)"},
 	{name: "handshake_timeout", env: env1("OVOS_BUS_HANDSHAKE_TIMEOUT"), flag: "handshake-timeout", kind: kindSeconds,
@@ -213,6 +215,9 @@ var (
 	// kindCount is an integer greater than 0 (the bus reads 0 as its
 	// default).
 	kindCount = intKind[int]("an integer greater than 0", true)
+	// kindCountAuto is an integer, 0 or more, where 0 is the bus's own
+	// choice (max_connections); the bus refuses a negative one.
+	kindCountAuto = intKind[int]("an integer, 0 or more", false)
 	// kindBytes is a number of bytes greater than 0.
 	kindBytes = intKind[int64]("a number of bytes greater than 0", true)
 	// kindMiB is a size written in MiB (fractions allowed) and kept in

@@ -23,7 +23,7 @@ func otherValue(t *testing.T, k *key) any {
 		return !k.value(def).(bool)
 	case kindPort:
 		return int64(1234)
-	case kindCount:
+	case kindCount, kindCountAuto:
 		return int64(7)
 	case kindBytes:
 		return int64(1 << 30)
