@@ -1,0 +1,335 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+// The ceilings and promises of issue 10 (items 6–8) and the slow-consumer
+// bookkeeping of issue 9.
+
+func init() {
+	register(&scenario{
+		name:    "fullbus",
+		doc:     "many idle connections, then /health and /metrics latency and one connection over max_connections (item 8)",
+		target:  "/health and /metrics answer in < 100 ms; the connection over max_connections gets 503 at once",
+		timeout: 15 * time.Minute,
+		setup:   setupFullBus,
+	})
+	register(&scenario{
+		name:    "slowcut",
+		doc:     "max_msg_size 1, max_queue_bytes 2 MiB: two readers, one never-reader, a sender (issue 9)",
+		target:  "only the never-reader is cut",
+		timeout: 5 * time.Minute,
+		setup:   setupSlowCut,
+	})
+	register(&scenario{
+		name:    "wtimeout",
+		doc:     "a client that stops reading until the kernel buffers fill: what it sees, and when (item 6)",
+		target:  "the README's promise: closed with 1008 once a write blocks past write_timeout",
+		timeout: 5 * time.Minute,
+		setup:   setupWriteTimeout,
+	})
+	register(&scenario{
+		name:    "shutdown",
+		doc:     "close_frames_on_shutdown true and one stalled client: SIGTERM to exit (item 7)",
+		target:  "exit within shutdown_timeout",
+		timeout: 5 * time.Minute,
+		setup:   setupShutdown,
+	})
+}
+
+func setupFullBus(fs *flag.FlagSet) func(context.Context, *env, *result) error {
+	conns := fs.Int("conns", 19000, "idle connections (the harness needs as many file descriptors, plus a few)")
+	maxConns := fs.Int("max-connections", 0, "the server's max_connections (default: -conns)")
+	probes := fs.Int("probes", 20, "requests to /health and to /metrics")
+	conc := fs.Int("concurrency", 64, "connections opened at a time")
+	return func(ctx context.Context, e *env, r *result) error {
+		if *maxConns == 0 {
+			*maxConns = *conns
+		}
+		if lim := int(fileLimit()); *conns+100 > lim {
+			r.note("file limit %d: %d connections asked for, %d opened", lim, *conns, lim-100)
+			*conns = lim - 100
+		}
+		r.fig("harness file limit", float64(fileLimit()), "")
+		s, err := serve(ctx, e, r, "fullbus", map[string]any{"max_connections": *maxConns})
+		if err != nil {
+			return err
+		}
+		knows := s.knows("max_connections")
+		if !knows {
+			r.note("the server does not know max_connections (it warned: unknown key, ignored): no ceiling is configured")
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", s.pid)); err == nil {
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(l, "Max open files") {
+					r.text("server file limit (soft hard)", strings.Join(strings.Fields(l)[3:5], " "))
+				}
+			}
+		}
+		var errs errCounts
+		start := time.Now()
+		cs := connectMany(ctx, s, *conns, *conc, dialOptions{Timeout: 20 * time.Second}, false, &errs)
+		defer closeAll(cs)
+		r.fig("idle connections open", float64(len(cs)), "")
+		r.fig("time to open them", time.Since(start).Seconds(), "s")
+		r.fig("connect errors", float64(errs.count()), "")
+		if errs.count() > 0 {
+			r.text("connect errors by kind", errs.String())
+		}
+		r.mib("RSS with the connections", s.rss())
+
+		var hl, ml durations
+		var herr, merr errCounts
+		for range *probes {
+			code, d, err := s.health(5 * time.Second)
+			if err == nil && code != http.StatusOK {
+				err = fmt.Errorf("HTTP %d", code)
+			}
+			if err != nil {
+				herr.add(err)
+			}
+			hl = append(hl, d)
+			_, d, err = s.scrape()
+			if err != nil {
+				merr.add(err)
+			}
+			ml = append(ml, d)
+		}
+		r.fig("/health p50", ms(hl.pct(0.5)), "ms")
+		r.fig("/health max", ms(hl.pct(1)), "ms")
+		r.fig("/health failures", float64(herr.count()), "")
+		r.fig("/metrics p50", ms(ml.pct(0.5)), "ms")
+		r.fig("/metrics max", ms(ml.pct(1)), "ms")
+		r.fig("/metrics failures", float64(merr.count()), "")
+		if herr.count()+merr.count() > 0 {
+			r.text("probe failures", "health: "+herr.String()+"; metrics: "+merr.String())
+		}
+
+		// One more client than max_connections allows.
+		t := time.Now()
+		extra, err := dial(ctx, s.addr, s.route, dialOptions{Timeout: 5 * time.Second})
+		took := time.Since(t)
+		var he *handshakeError
+		answer := ""
+		switch {
+		case err == nil:
+			answer = "upgraded (no ceiling)"
+			extra.nc.Close()
+		case errors.As(err, &he):
+			answer = fmt.Sprintf("HTTP %d", he.Status)
+		default:
+			answer = "no answer: " + describeEnd(err)
+		}
+		r.text(fmt.Sprintf("connection %d (max_connections %d)", len(cs)+1, *maxConns), answer)
+		r.fig("its answer time", ms(took), "ms")
+		m, _, _ := s.scrape()
+		if m != nil {
+			r.text("refusals by reason", countMapF(m.byLabel("ovbus_rejected_total")))
+		}
+		r.met(herr.count() == 0 && merr.count() == 0 && hl.pct(1) < 100*time.Millisecond &&
+			ml.pct(1) < 100*time.Millisecond && answer == "HTTP 503" && took < time.Second)
+		return nil
+	}
+}
+
+func setupSlowCut(fs *flag.FlagSet) func(context.Context, *env, *result) error {
+	messages := fs.Int("messages", 600, "messages the sender sends")
+	size := fs.Int("size-kib", 64, "KiB per message")
+	rate := fs.Int("rate", 200, "messages per second")
+	return func(ctx context.Context, e *env, r *result) error {
+		s, err := serve(ctx, e, r, "slowcut", map[string]any{"max_msg_size": 1, "max_queue_bytes": 2 << 20})
+		if err != nil {
+			return err
+		}
+		names := []string{"reader-a", "reader-b", "never-reader", "sender"}
+		cs := map[string]*conn{}
+		for _, n := range names {
+			c, err := dial(ctx, s.addr, s.route, dialOptions{})
+			if err != nil {
+				return fmt.Errorf("%s: %w", n, err)
+			}
+			defer c.nc.Close()
+			if n != "never-reader" {
+				if err := c.readGreeting(10 * time.Second); err != nil {
+					return fmt.Errorf("%s: %w", n, err)
+				}
+			}
+			cs[n] = c
+		}
+		drains := map[string]*drainer{}
+		for _, n := range []string{"reader-a", "reader-b", "sender"} {
+			drains[n] = startDrainer(cs[n])
+		}
+		tick := time.NewTicker(time.Second / time.Duration(*rate))
+		sent := 0
+		for sent < *messages && ctx.Err() == nil && !drains["sender"].ended() {
+			<-tick.C
+			if err := cs["sender"].send(opText, padMessage("attack.slowcut", sent, *size<<10, true), false); err != nil {
+				r.note("sender: %s", describeEnd(err))
+				break
+			}
+			sent++
+		}
+		tick.Stop()
+		sleepCtx(ctx, 2*time.Second)
+		// The never-reader reads now: what was queued for it, then its end.
+		o := cs["never-reader"].waitClose(5 * time.Second)
+		never := "open"
+		if !strings.HasPrefix(o.How, "timeout") {
+			never = fmt.Sprintf("cut: %s after %d frames", o.How, o.Frames)
+		}
+		var cut []string
+		for _, n := range []string{"reader-a", "reader-b", "sender"} {
+			r.text(n, drains[n].state())
+			if drains[n].ended() {
+				cut = append(cut, n)
+			}
+		}
+		r.text("never-reader", never)
+		if never != "open" {
+			cut = append(cut, "never-reader")
+		}
+		r.fig("messages sent", float64(sent), "")
+		r.fig("message size", float64(*size<<10), "B")
+		r.text("clients cut", strings.Join(cut, ", "))
+		if m, _, err := s.scrape(); err == nil {
+			r.text("closes by reason", countMapF(m.byLabel("ovbus_closes_total")))
+		}
+		r.met(len(cut) == 1 && cut[0] == "never-reader")
+		return nil
+	}
+}
+
+// stalledPair is a client that read its greeting and then nothing, and a
+// sender that flooded it (reading its own echoes), so that the stalled
+// client's kernel buffers are full.
+type stalledPair struct {
+	stalled, sender *conn
+	echo            *drainer
+	took            time.Duration // how long the flood took to write
+}
+
+func (p *stalledPair) close() {
+	for _, c := range []*conn{p.stalled, p.sender} {
+		if c != nil {
+			c.nc.Close()
+		}
+	}
+}
+
+// stall connects the pair and writes flood bytes in size-byte messages.
+// Close the pair even when it returns an error.
+func stall(ctx context.Context, s *server, flood, size int) (*stalledPair, error) {
+	p := &stalledPair{}
+	var err error
+	if p.stalled, err = dial(ctx, s.addr, s.route, dialOptions{}); err != nil {
+		return p, err
+	}
+	if err = p.stalled.readGreeting(10 * time.Second); err != nil {
+		return p, err
+	}
+	if p.sender, err = dial(ctx, s.addr, s.route, dialOptions{}); err != nil {
+		return p, err
+	}
+	p.echo = startDrainer(p.sender)
+	start := time.Now()
+	defer func() { p.took = time.Since(start) }()
+	for i := 0; i*size < flood && ctx.Err() == nil; i++ {
+		if err = p.sender.send(opText, padMessage("attack.stall", i, size, true), false); err != nil {
+			return p, fmt.Errorf("sender: %s", describeEnd(err))
+		}
+	}
+	return p, nil
+}
+
+func setupWriteTimeout(fs *flag.FlagSet) func(context.Context, *env, *result) error {
+	wt := fs.Int("write-timeout", 2, "the server's write_timeout, seconds")
+	flood := fs.Int("flood-mib", 48, "MiB the sender writes (well under max_queue_bytes, well over the kernel buffers)")
+	return func(ctx context.Context, e *env, r *result) error {
+		s, err := serve(ctx, e, r, "wtimeout", map[string]any{"write_timeout": *wt, "max_queue_bytes": 512 << 20})
+		if err != nil {
+			return err
+		}
+		p, err := stall(ctx, s, *flood<<20, 64<<10)
+		defer p.close()
+		if err != nil {
+			return err
+		}
+		took := p.took
+		flooded := time.Now()
+		before, _, _ := s.scrape()
+		limit := time.Duration(*wt)*time.Second*3 + 10*time.Second
+		cutM, cut := waitMetric(ctx, s, limit, func(m metricSet) bool {
+			return m.sum("ovbus_closes_total") > before.sum("ovbus_closes_total")
+		})
+		cutAfter := time.Since(flooded)
+		o := p.stalled.waitClose(10 * time.Second)
+		r.fig("configured write_timeout", float64(*wt), "s")
+		r.fig("time to flood", took.Seconds(), "s")
+		if cut {
+			r.fig("cut after the flood ended", cutAfter.Seconds(), "s")
+			r.fig("cut after the flood began", (cutAfter + took).Seconds(), "s")
+			r.text("close reason recorded", countMapF(cutM.byLabel("ovbus_closes_total")))
+		} else {
+			r.text("cut", fmt.Sprintf("not within %v", limit))
+		}
+		r.text("what the stalled client saw", fmt.Sprintf("%s after %d frames", o.How, o.Frames))
+		r.met(cut && o.Code == 1008 && cutAfter <= time.Duration(*wt)*time.Second+time.Second)
+		return nil
+	}
+}
+
+func setupShutdown(fs *flag.FlagSet) func(context.Context, *env, *result) error {
+	st := fs.Int("shutdown-timeout", 2, "the server's shutdown_timeout, seconds")
+	return func(ctx context.Context, e *env, r *result) error {
+		s, err := serve(ctx, e, r, "shutdown", map[string]any{
+			"close_frames_on_shutdown": true, "shutdown_timeout": *st,
+			"write_timeout": 120, "max_queue_bytes": 512 << 20})
+		if err != nil {
+			return err
+		}
+		healthy, err := dial(ctx, s.addr, s.route, dialOptions{})
+		if err != nil {
+			return err
+		}
+		defer healthy.nc.Close()
+		if err := healthy.readGreeting(10 * time.Second); err != nil {
+			return err
+		}
+		hd := startDrainer(healthy)
+		p, err := stall(ctx, s, 32<<20, 64<<10)
+		defer p.close()
+		if err != nil {
+			return err
+		}
+		sleepCtx(ctx, 500*time.Millisecond)
+		took, exited := s.stop(time.Duration(*st)*time.Second + 60*time.Second)
+		so := p.stalled.waitClose(5 * time.Second)
+		sleepCtx(ctx, 200*time.Millisecond)
+		r.fig("configured shutdown_timeout", float64(*st), "s")
+		r.fig("SIGTERM to exit", took.Seconds(), "s")
+		if !exited {
+			r.note("the server did not exit; killed")
+		}
+		late := strings.Contains(readFile(s.logPath), "did not finish in time")
+		r.text(`log says "did not finish in time"`, fmt.Sprint(late))
+		r.text("healthy client saw", hd.state())
+		r.text("sender saw", p.echo.state())
+		r.text("stalled client saw", fmt.Sprintf("%s after %d frames", so.How, so.Frames))
+		r.met(exited && took <= time.Duration(*st)*time.Second+500*time.Millisecond)
+		return nil
+	}
+}
+
+func readFile(p string) string {
+	b, _ := os.ReadFile(p)
+	return string(b)
+}
