@@ -15,7 +15,7 @@
 #
 #   --src DIR     the tree to build ovbus from (e.g. /work/main for a "before")
 #   --only LIST   these scenarios only (churn bomb large-idle handshake stalled
-#                 fullbus slowcut wtimeout shutdown soak)
+#                 fullbus fdlimit slowcut wtimeout shutdown soak)
 #   --soak D      run the soak for D (default 30m); --no-soak leaves it out
 #   --smoke       tiny counts (seconds per scenario): checks the pipeline only
 #   --rss-limit M a server past M MiB of RSS is killed and the scenario says so
@@ -58,7 +58,7 @@ log "building ovbus from $src ($commit)"
 (cd "$src" && go build -o "$work/bin/ovbus" ./cmd/ovbus)
 (cd "$root" && go build -o "$work/bin/attack" ./bench/attack)
 
-scen=${only:-"churn bomb large-idle handshake stalled fullbus slowcut wtimeout shutdown"}
+scen=${only:-"churn bomb large-idle handshake stalled fullbus fdlimit slowcut wtimeout shutdown"}
 if [[ -z $only && -n $soak ]]; then scen+=" soak"; fi
 flags=(-ovbus "$work/bin/ovbus" -rss-limit "$rsslimit")
 if [[ $smoke == 1 ]]; then flags+=(-smoke); fi

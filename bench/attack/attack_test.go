@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -43,6 +45,7 @@ func TestSmokeEveryScenario(t *testing.T) {
 		"wtimeout":   {"what the stalled client saw", "configured write_timeout"},
 		"shutdown":   {"SIGTERM to exit", "stalled client saw"},
 		"soak":       {"messages lost by healthy readers", "RSS peak"},
+		"fdlimit":    {"connections upgraded", "/health max", "one more client"},
 	}
 	if len(want) != len(scenarios) {
 		t.Fatalf("%d scenarios registered, %d checked", len(scenarios), len(want))

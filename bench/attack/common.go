@@ -1,9 +1,12 @@
+//go:build linux
+
 package main
 
 import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -42,8 +45,11 @@ type errCounts struct {
 	n  int
 }
 
+// addrPattern matches the host:port pairs that make every error text unique.
+var addrPattern = regexp.MustCompile(`\d+\.\d+\.\d+\.\d+:\d+`)
+
 func (e *errCounts) add(err error) {
-	msg := err.Error()
+	msg := addrPattern.ReplaceAllString(err.Error(), "ADDR")
 	if len(msg) > 120 {
 		msg = msg[:120]
 	}

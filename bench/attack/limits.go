@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -21,6 +23,13 @@ func init() {
 		target:  "/health and /metrics answer in < 100 ms; the connection over max_connections gets 503 at once",
 		timeout: 15 * time.Minute,
 		setup:   setupFullBus,
+	})
+	register(&scenario{
+		name:    "fdlimit",
+		doc:     "the server's file limit lowered (prlimit) to -server-nofile, then more clients than it allows (item 8, the failure as found)",
+		target:  "at the file limit /health and /metrics still answer in < 100 ms and new clients get an answer, not a hang",
+		timeout: 10 * time.Minute,
+		setup:   setupFileLimit,
 	})
 	register(&scenario{
 		name:    "slowcut",
@@ -67,13 +76,7 @@ func setupFullBus(fs *flag.FlagSet) func(context.Context, *env, *result) error {
 		if !knows {
 			r.note("the server does not know max_connections (it warned: unknown key, ignored): no ceiling is configured")
 		}
-		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", s.pid)); err == nil {
-			for _, l := range strings.Split(string(b), "\n") {
-				if strings.HasPrefix(l, "Max open files") {
-					r.text("server file limit (soft hard)", strings.Join(strings.Fields(l)[3:5], " "))
-				}
-			}
-		}
+		r.text("server file limit (soft hard)", s.fileLimits())
 		var errs errCounts
 		start := time.Now()
 		cs := connectMany(ctx, s, *conns, *conc, dialOptions{Timeout: 20 * time.Second}, false, &errs)
@@ -86,56 +89,102 @@ func setupFullBus(fs *flag.FlagSet) func(context.Context, *env, *result) error {
 		}
 		r.mib("RSS with the connections", s.rss())
 
-		var hl, ml durations
-		var herr, merr errCounts
-		for range *probes {
-			code, d, err := s.health(5 * time.Second)
-			if err == nil && code != http.StatusOK {
-				err = fmt.Errorf("HTTP %d", code)
-			}
-			if err != nil {
-				herr.add(err)
-			}
-			hl = append(hl, d)
-			_, d, err = s.scrape()
-			if err != nil {
-				merr.add(err)
-			}
-			ml = append(ml, d)
-		}
-		r.fig("/health p50", ms(hl.pct(0.5)), "ms")
-		r.fig("/health max", ms(hl.pct(1)), "ms")
-		r.fig("/health failures", float64(herr.count()), "")
-		r.fig("/metrics p50", ms(ml.pct(0.5)), "ms")
-		r.fig("/metrics max", ms(ml.pct(1)), "ms")
-		r.fig("/metrics failures", float64(merr.count()), "")
-		if herr.count()+merr.count() > 0 {
-			r.text("probe failures", "health: "+herr.String()+"; metrics: "+merr.String())
-		}
+		healthy := probe(r, s, *probes)
+		answer, took := oneMore(ctx, r, s, fmt.Sprintf("connection %d (max_connections %d)", len(cs)+1, *maxConns))
+		r.met(healthy && answer == "HTTP 503" && took < time.Second)
+		return nil
+	}
+}
 
-		// One more client than max_connections allows.
-		t := time.Now()
-		extra, err := dial(ctx, s.addr, s.route, dialOptions{Timeout: 5 * time.Second})
-		took := time.Since(t)
-		var he *handshakeError
-		answer := ""
-		switch {
-		case err == nil:
-			answer = "upgraded (no ceiling)"
-			extra.nc.Close()
-		case errors.As(err, &he):
-			answer = fmt.Sprintf("HTTP %d", he.Status)
-		default:
-			answer = "no answer: " + describeEnd(err)
+// probe times n requests to /health and to /metrics (each given 2 s) and
+// reports whether every one answered within 100 ms.
+func probe(r *result, s *server, n int) bool {
+	var hl, ml durations
+	var herr, merr errCounts
+	for range n {
+		if herr.count() >= 3 && merr.count() >= 3 {
+			break // unreachable: three failures each are enough to say so
 		}
-		r.text(fmt.Sprintf("connection %d (max_connections %d)", len(cs)+1, *maxConns), answer)
-		r.fig("its answer time", ms(took), "ms")
-		m, _, _ := s.scrape()
-		if m != nil {
-			r.text("refusals by reason", countMapF(m.byLabel("ovbus_rejected_total")))
+		code, d, err := s.health(2 * time.Second)
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("HTTP %d", code)
 		}
-		r.met(herr.count() == 0 && merr.count() == 0 && hl.pct(1) < 100*time.Millisecond &&
-			ml.pct(1) < 100*time.Millisecond && answer == "HTTP 503" && took < time.Second)
+		if err != nil {
+			herr.add(err)
+		}
+		hl = append(hl, d)
+		_, d, err = s.scrapeWithin(2 * time.Second)
+		if err != nil {
+			merr.add(err)
+		}
+		ml = append(ml, d)
+	}
+	r.fig("/health p50", ms(hl.pct(0.5)), "ms")
+	r.fig("/health max", ms(hl.pct(1)), "ms")
+	r.fig("/health failures", float64(herr.count()), "")
+	r.fig("/metrics p50", ms(ml.pct(0.5)), "ms")
+	r.fig("/metrics max", ms(ml.pct(1)), "ms")
+	r.fig("/metrics failures", float64(merr.count()), "")
+	if herr.count()+merr.count() > 0 {
+		r.text("probe failures", "health: "+herr.String()+"; metrics: "+merr.String())
+	}
+	return herr.count() == 0 && merr.count() == 0 && hl.pct(1) < 100*time.Millisecond && ml.pct(1) < 100*time.Millisecond
+}
+
+// oneMore dials one more client and records, under name, what the server
+// answered and how fast.
+func oneMore(ctx context.Context, r *result, s *server, name string) (string, time.Duration) {
+	t := time.Now()
+	extra, err := dial(ctx, s.addr, s.route, dialOptions{Timeout: 5 * time.Second})
+	took := time.Since(t)
+	var he *handshakeError
+	answer := ""
+	switch {
+	case err == nil:
+		answer = "upgraded (no ceiling)"
+		extra.nc.Close()
+	case errors.As(err, &he):
+		answer = fmt.Sprintf("HTTP %d", he.Status)
+	default:
+		answer = "no answer: " + describeEnd(err)
+	}
+	r.text(name, answer)
+	r.fig("its answer time", ms(took), "ms")
+	if m, _, err := s.scrape(); err == nil {
+		r.text("refusals by reason", countMapF(m.byLabel("ovbus_rejected_total")))
+	}
+	return answer, took
+}
+
+func setupFileLimit(fs *flag.FlagSet) func(context.Context, *env, *result) error {
+	nofile := fs.Uint64("server-nofile", 5000, "RLIMIT_NOFILE (soft and hard) set on the server as it starts")
+	conns := fs.Int("conns", 0, "connections attempted (default: -server-nofile + 500)")
+	probes := fs.Int("probes", 10, "requests to /health and to /metrics")
+	return func(ctx context.Context, e *env, r *result) error {
+		if *conns == 0 {
+			*conns = int(*nofile) + 500
+		}
+		e.serverNofile = *nofile
+		s, err := serve(ctx, e, r, "fdlimit", nil)
+		e.serverNofile = 0
+		if err != nil {
+			return err
+		}
+		r.fig("file limit set on the server (soft and hard)", float64(*nofile), "")
+		r.text("server file limit as it runs (soft hard)", s.fileLimits())
+		var errs errCounts
+		cs := connectMany(ctx, s, *conns, 64, dialOptions{Timeout: 3 * time.Second}, false, &errs)
+		defer closeAll(cs)
+		r.fig("connections attempted", float64(*conns), "")
+		r.fig("connections upgraded", float64(len(cs)), "")
+		r.fig("connections failed", float64(errs.count()), "")
+		if errs.count() > 0 {
+			r.text("failures by kind", errs.String())
+		}
+		healthy := probe(r, s, *probes)
+		answer, took := oneMore(ctx, r, s, "one more client")
+		r.note("a new client should get an answer (upgrade, or 503 past max_connections) at once, not a hang")
+		r.met(healthy && !strings.HasPrefix(answer, "no answer") && took < time.Second)
 		return nil
 	}
 }

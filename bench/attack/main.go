@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command attack reproduces the attacks of issue 10 (and the slow-consumer
 // case of issue 9) against a real `ovbus serve` process on 127.0.0.1 and
 // measures what each one costs the server: RSS, heap, goroutines, close
@@ -59,6 +61,8 @@ type env struct {
 	work     string
 	rssLimit int64
 	log      io.Writer
+	// serverNofile, when set, is the RLIMIT_NOFILE set on each server started.
+	serverNofile uint64
 
 	mu      sync.Mutex
 	servers []*server
@@ -195,6 +199,7 @@ var smokeArgs = map[string][]string{
 	"wtimeout":   {"-flood-mib", "16", "-write-timeout", "1"},
 	"shutdown":   {"-shutdown-timeout", "1"},
 	"soak":       {"-duration", "5s", "-sample", "1s", "-slow-life", "2s"},
+	"fdlimit":    {"-server-nofile", "60", "-conns", "80", "-probes", "2"},
 }
 
 func usage(w io.Writer) {

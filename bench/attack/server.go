@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -17,6 +19,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // server is one `ovbus serve` process started for a scenario: its own
@@ -86,6 +89,13 @@ func startServer(ctx context.Context, e *env, label string, ws map[string]any) (
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", e.ovbus, err)
+	}
+	if e.serverNofile > 0 {
+		if err := limitFiles(cmd.Process.Pid, e.serverNofile); err != nil {
+			cmd.Process.Kill()
+			logf.Close()
+			return nil, err
+		}
 	}
 	s := &server{cmd: cmd, pid: cmd.Process.Pid, conf: conf, logPath: logf.Name(), exited: make(chan struct{})}
 	ready := make(chan []string, 1)
@@ -231,9 +241,13 @@ func (s *server) scrape() (metricSet, time.Duration, error) {
 	if s.metrics == "" {
 		return nil, 0, errors.New("no metrics_address")
 	}
+	return s.scrapeWithin(10 * time.Second)
+}
+
+// scrapeWithin is scrape with a timeout.
+func (s *server) scrapeWithin(timeout time.Duration) (metricSet, time.Duration, error) {
 	start := time.Now()
-	c := http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := c.Get(s.metrics)
+	resp, err := get(s.metrics, timeout)
 	if err != nil {
 		return nil, time.Since(start), err
 	}
@@ -383,8 +397,7 @@ func (w *rssWatch) wasKilled() bool {
 // health times GET /health on the bus port.
 func (s *server) health(timeout time.Duration) (int, time.Duration, error) {
 	start := time.Now()
-	c := http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := c.Get("http://" + s.addr + "/health")
+	resp, err := get("http://"+s.addr+"/health", timeout)
 	if err != nil {
 		return 0, time.Since(start), err
 	}
@@ -397,4 +410,37 @@ func (s *server) health(timeout time.Duration) (int, time.Duration, error) {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
+}
+
+// limitFiles sets both RLIMIT_NOFILE limits of the running process pid to
+// n with prlimit(2), so that neither the Go runtime (which raises the soft
+// limit to the hard one at start) nor the server itself can go past it.
+// The syscall package has no wrapper for it; the call is the documented
+// one, its rlimit argument a pointer to a struct the kernel reads.
+func limitFiles(pid int, n uint64) error {
+	lim := syscall.Rlimit{Cur: n, Max: n}
+	_, _, errno := syscall.RawSyscall6(syscall.SYS_PRLIMIT64, uintptr(pid), syscall.RLIMIT_NOFILE,
+		uintptr(unsafe.Pointer(&lim)), 0, 0, 0)
+	if errno != 0 {
+		return fmt.Errorf("prlimit: %w", errno)
+	}
+	return nil
+}
+
+// fileLimits returns the "Max open files" soft and hard limits of the
+// process, as /proc/PID/limits shows them.
+func (s *server) fileLimits() string {
+	for _, l := range strings.Split(readFile(fmt.Sprintf("/proc/%d/limits", s.pid)), "\n") {
+		if f := strings.Fields(l); strings.HasPrefix(l, "Max open files") && len(f) >= 5 {
+			return f[3] + " " + f[4]
+		}
+	}
+	return "unknown"
+}
+
+// get requests url on a connection of its own: a probe of the server's
+// accept path, never a kept-alive connection.
+func get(url string, timeout time.Duration) (*http.Response, error) {
+	c := http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
+	return c.Get(url)
 }
