@@ -102,6 +102,8 @@ PY
 	sed "s|$work/bin/||; s|$work|bench/out/attack-$name|g" "$work/commands.txt"
 	echo '```'
 } >>"$out/attack-$name.md"
+# Paths relative to the checkout, so that the files read the same anywhere.
+sed -i "s|$work/bin/||g; s|$root/||g" "$out/attack-$name.json" "$out/attack-$name.md"
 rm -rf "$work/bin"
 log "wrote $out/attack-$name.json and $out/attack-$name.md"
 exit $status

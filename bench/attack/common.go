@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -197,6 +198,9 @@ type drainer struct {
 }
 
 func startDrainer(c *conn) *drainer {
+	// A larger buffer for the one reader that must keep up with a flood;
+	// reads past it go straight to the socket.
+	c.br = bufio.NewReaderSize(c.br, 256<<10)
 	d := &drainer{c: c, done: make(chan struct{})}
 	go func() {
 		defer close(d.done)

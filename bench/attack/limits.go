@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -192,69 +193,101 @@ func setupFileLimit(fs *flag.FlagSet) func(context.Context, *env, *result) error
 func setupSlowCut(fs *flag.FlagSet) func(context.Context, *env, *result) error {
 	messages := fs.Int("messages", 600, "messages the sender sends")
 	size := fs.Int("size-kib", 64, "KiB per message")
-	rate := fs.Int("rate", 200, "messages per second")
+	rates := fs.String("rates", "200,0", "comma-separated messages per second, one run (and server) each; 0: as fast as the socket takes them")
 	return func(ctx context.Context, e *env, r *result) error {
-		s, err := serve(ctx, e, r, "slowcut", map[string]any{"max_msg_size": 1, "max_queue_bytes": 2 << 20})
-		if err != nil {
-			return err
-		}
-		names := []string{"reader-a", "reader-b", "never-reader", "sender"}
-		cs := map[string]*conn{}
-		for _, n := range names {
-			c, err := dial(ctx, s.addr, s.route, dialOptions{})
+		ok := true
+		for _, v := range strings.Split(*rates, ",") {
+			rate, err := strconv.Atoi(v)
+			if err != nil || rate < 0 {
+				return fmt.Errorf("-rates: %q is not a rate", v)
+			}
+			cut, err := slowCut(ctx, e, r, rate, *messages, *size<<10)
 			if err != nil {
-				return fmt.Errorf("%s: %w", n, err)
+				return err
 			}
-			defer c.nc.Close()
-			if n != "never-reader" {
-				if err := c.readGreeting(10 * time.Second); err != nil {
-					return fmt.Errorf("%s: %w", n, err)
-				}
-			}
-			cs[n] = c
+			ok = ok && len(cut) == 1 && cut[0] == "never-reader"
 		}
-		drains := map[string]*drainer{}
-		for _, n := range []string{"reader-a", "reader-b", "sender"} {
-			drains[n] = startDrainer(cs[n])
-		}
-		tick := time.NewTicker(time.Second / time.Duration(*rate))
-		sent := 0
-		for sent < *messages && ctx.Err() == nil && !drains["sender"].ended() {
-			<-tick.C
-			if err := cs["sender"].send(opText, padMessage("attack.slowcut", sent, *size<<10, true), false); err != nil {
-				r.note("sender: %s", describeEnd(err))
-				break
-			}
-			sent++
-		}
-		tick.Stop()
-		sleepCtx(ctx, 2*time.Second)
-		// The never-reader reads now: what was queued for it, then its end.
-		o := cs["never-reader"].waitClose(5 * time.Second)
-		never := "open"
-		if !strings.HasPrefix(o.How, "timeout") {
-			never = fmt.Sprintf("cut: %s after %d frames", o.How, o.Frames)
-		}
-		var cut []string
-		for _, n := range []string{"reader-a", "reader-b", "sender"} {
-			r.text(n, drains[n].state())
-			if drains[n].ended() {
-				cut = append(cut, n)
-			}
-		}
-		r.text("never-reader", never)
-		if never != "open" {
-			cut = append(cut, "never-reader")
-		}
-		r.fig("messages sent", float64(sent), "")
-		r.fig("message size", float64(*size<<10), "B")
-		r.text("clients cut", strings.Join(cut, ", "))
-		if m, _, err := s.scrape(); err == nil {
-			r.text("closes by reason", countMapF(m.byLabel("ovbus_closes_total")))
-		}
-		r.met(len(cut) == 1 && cut[0] == "never-reader")
+		r.met(ok)
 		return nil
 	}
+}
+
+// slowCut runs one sender at rate (0: unpaced) beside two readers and a
+// client that never reads, and returns the names of the clients cut.
+func slowCut(ctx context.Context, e *env, r *result, rate, messages, size int) ([]string, error) {
+	label := "burst"
+	if rate > 0 {
+		label = fmt.Sprintf("%d/s", rate)
+	}
+	s, err := serve(ctx, e, r, "slowcut-"+strings.ReplaceAll(label, "/", "per"), map[string]any{"max_msg_size": 1, "max_queue_bytes": 2 << 20})
+	if err != nil {
+		return nil, err
+	}
+	defer s.stop(10 * time.Second)
+	names := []string{"reader-a", "reader-b", "never-reader", "sender"}
+	cs := map[string]*conn{}
+	for _, n := range names {
+		c, err := dial(ctx, s.addr, s.route, dialOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", n, err)
+		}
+		defer c.nc.Close()
+		if n != "never-reader" {
+			if err := c.readGreeting(10 * time.Second); err != nil {
+				return nil, fmt.Errorf("%s: %w", n, err)
+			}
+		}
+		cs[n] = c
+	}
+	drains := map[string]*drainer{}
+	for _, n := range []string{"reader-a", "reader-b", "sender"} {
+		drains[n] = startDrainer(cs[n])
+	}
+	var tick <-chan time.Time
+	if rate > 0 {
+		t := time.NewTicker(time.Second / time.Duration(rate))
+		defer t.Stop()
+		tick = t.C
+	}
+	sent := 0
+	start := time.Now()
+	for sent < messages && ctx.Err() == nil && !drains["sender"].ended() {
+		if tick != nil {
+			<-tick
+		}
+		if err := cs["sender"].send(opText, padMessage("attack.slowcut", sent, size, true), false); err != nil {
+			r.note("%s: sender: %s", label, describeEnd(err))
+			break
+		}
+		sent++
+	}
+	took := time.Since(start)
+	sleepCtx(ctx, 2*time.Second)
+	// The never-reader reads now: what was queued for it, then its end.
+	o := cs["never-reader"].waitClose(5 * time.Second)
+	never := "open"
+	if !strings.HasPrefix(o.How, "timeout") {
+		never = fmt.Sprintf("cut: %s after %d frames", o.How, o.Frames)
+	}
+	var cut []string
+	for _, n := range []string{"reader-a", "reader-b", "sender"} {
+		r.text(label+": "+n, drains[n].state())
+		if drains[n].ended() {
+			cut = append(cut, n)
+		}
+	}
+	r.text(label+": never-reader", never)
+	if never != "open" {
+		cut = append(cut, "never-reader")
+	}
+	r.fig(label+": messages sent", float64(sent), "")
+	r.fig(label+": message size", float64(size), "B")
+	r.fig(label+": time to send them", took.Seconds(), "s")
+	r.text(label+": clients cut", strings.Join(cut, ", "))
+	if m, _, err := s.scrape(); err == nil {
+		r.text(label+": closes by reason", countMapF(m.byLabel("ovbus_closes_total")))
+	}
+	return cut, nil
 }
 
 // stalledPair is a client that read its greeting and then nothing, and a

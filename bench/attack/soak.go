@@ -196,6 +196,7 @@ func setupSoak(fs *flag.FlagSet) func(context.Context, *env, *result) error {
 				case <-t.C:
 				}
 				kind, answer := badClient(load, s, i)
+				answer = addrPattern.ReplaceAllString(answer, "ADDR")
 				badMu.Lock()
 				badAnswers[kind+" → "+answer]++
 				badMu.Unlock()
