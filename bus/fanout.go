@@ -407,18 +407,18 @@ func (h *hub) retained() (msgs uint64, size int64) {
 // faster than the bus can copy to everyone, and with small bounds it was cut
 // like a stalled one (issue 9: three clients cut in one millisecond). So,
 // after relaying a frame, a socket sender's reader checks whether the log is
-// more than half a bound long (a few atomic loads); only then it
-// looks at the followers (pressured), and waits, in paceStep sleeps, while
-// some session is that far behind (half a bound) and still draining (it made progress
-// within paceFresh): at most paceMin per frame, or the frame's size at
-// paceRate when longer, so that a client draining at paceRate or faster
-// keeps up with any sender, and one that drains slower cannot slow the
-// senders below it. TCP then slows the sender
-// to what the clients take. A session that is that far behind and has made
-// no progress for stallAfter (a tenth of write_timeout) is cut there and
-// then: it reads nothing, and it would otherwise pin its kernel buffer and
-// its part of the log until write_timeout. So a client that reads nothing
-// slows the senders for at most paceFresh, and only once.
+// more than half a bound long (a few atomic loads); only then does it look
+// at the followers (pressured) and wait, in paceStep sleeps, while some
+// session is that far behind and still draining (its cursor moved within
+// paceFresh): at most paceMin per frame, or the frame's size at paceRate
+// when that is longer, so that a client draining at paceRate or faster
+// keeps up with any sender, and one that drains slower cannot hold the
+// senders below that. TCP then slows the sender to what the clients take.
+// A session that far behind whose cursor has not moved for stallAfter (a
+// tenth of write_timeout) is cut there and then: it reads nothing, and would
+// otherwise pin its kernel buffer and its part of the log until
+// write_timeout. So a client that reads nothing slows the senders for at
+// most paceFresh, once.
 const (
 	paceFresh = 100 * time.Millisecond
 	paceStep  = 200 * time.Microsecond
@@ -455,8 +455,11 @@ func (h *hub) pressured() (cut []*follower, busy bool) {
 	extra := h.extra.Load() // the compressed copies count against the bound too
 	for i := 0; i < len(h.followers); {
 		f := h.followers[i]
-		if f.paces && (head-f.cursor.Load() > pm || total-f.fetched.Load()+extra > pb) {
-			idle := now - f.progress.Load()
+		if c := f.cursor.Load(); f.paces && (head-c > pm || total-f.fetched.Load()+extra > pb) {
+			if c != f.seenCursor || f.seenAt == 0 {
+				f.seenCursor, f.seenAt = c, now
+			}
+			idle := now - f.seenAt
 			if stall > 0 && idle > stall && f.onCut != nil {
 				h.removeAt(i)
 				f.stalled.Store(true)

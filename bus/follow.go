@@ -61,10 +61,13 @@ type follower struct {
 	// before reaching its bound.
 	stalled atomic.Bool
 	// paces: when far behind, it slows the senders, or is cut when it
-	// stalls (hub.pace); progress is the hub time of its last fetch or
-	// completed write.
-	paces    bool
-	progress atomic.Int64
+	// stalls (hub.pace). seenCursor and seenAt are the cursor pressured
+	// last saw and the hub time it first saw it (under hub.mu): a writer
+	// fetches again as soon as a write completes, so an unchanged cursor
+	// means no progress, at no cost to the writer.
+	paces      bool
+	seenCursor uint64
+	seenAt     int64
 }
 
 func newFollower(h *hub) *follower {
@@ -97,9 +100,6 @@ func (f *follower) next(ctx context.Context, done, closing <-chan struct{}, dst 
 		if len(dst) > n0 {
 			f.fetched.Store(dst[len(dst)-1].end)
 			f.cursor.Store(cursor + uint64(len(dst)-n0))
-			if f.paces {
-				f.progress.Store(h.now())
-			}
 			return dst, nil
 		}
 		if isClosed(closing) {

@@ -232,7 +232,6 @@ func (c *session) cutWhy(more string) string {
 func (c *session) wrote(cursor uint64, cumBytes int64) {
 	c.writtenBytes.Store(cumBytes)
 	c.written.Store(cursor)
-	c.f.progress.Store(c.s.hub.now())
 	c.s.noteProgress()
 }
 
