@@ -146,8 +146,9 @@ type Options struct {
 	// the request's headers (net/http's ReadHeaderTimeout, fixed when the
 	// server is made, hence restart) and writing the 101 response.
 	HandshakeTimeout time.Duration `ovbus:"handshake_timeout,restart"`
-	// ShutdownTimeout bounds the flush of queued messages in Shutdown; a
-	// negative value drops the connections at once.
+	// ShutdownTimeout bounds Shutdown: the flush of queued messages, then
+	// the close frames (the flush stops up to a second before, a quarter
+	// of it at most); a negative value drops the connections at once.
 	ShutdownTimeout time.Duration `ovbus:"shutdown_timeout,live"`
 	// CloseFramesOnShutdown sends a 1001 close frame to every client on
 	// shutdown. By default the connections are dropped without one, as the

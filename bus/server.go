@@ -508,10 +508,12 @@ func (s *Server) removeSession(c *session, ci CloseInfo) {
 // frames, lets the writers flush what is queued for up to ShutdownTimeout
 // (or until ctx ends), then drops every connection without a close frame, or
 // closes it with 1001 when CloseFramesOnShutdown is set (a client whose
-// socket does not take the close frame within shutdownGrace is dropped). It
-// returns when the connections are gone, at most ShutdownTimeout plus one
-// second after it was called whatever the clients do, or with ctx's error if
-// ctx ends first.
+// socket does not take the close frame in time is dropped). The flush
+// stops up to a second (a quarter of ShutdownTimeout at most) before
+// ShutdownTimeout, to leave that time to the close frames. It returns when
+// the connections are gone, within ShutdownTimeout (plus the time goroutines
+// take to see their connections closed) whatever the clients do, or with
+// ctx's error if ctx ends first.
 func (s *Server) Shutdown(ctx context.Context) error {
 	first := false
 	s.shutOnce.Do(func() { first = true })
@@ -530,7 +532,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.httpSrv.Close() // listeners and not-yet-upgraded connections
 
 	live := s.live.Load()
-	deadline := time.Now().Add(live.opts.ShutdownTimeout)
+	// The whole shutdown ends by end: the drain stops grace before it, to
+	// leave time for the close frames and the goroutines to end.
+	timeout := max(live.opts.ShutdownTimeout, 0)
+	grace := min(shutdownGrace, timeout/4)
+	end := time.Now().Add(timeout)
+	deadline := end.Add(-grace)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
@@ -570,7 +577,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		// write lock, which the close frame needs: its write gives up
 		// within the grace, and the close frame goes out only if the
 		// socket takes it by then.
-		c.conn.SetWriteDeadline(time.Now().Add(shutdownGrace / 2))
+		c.conn.SetWriteDeadline(time.Now().Add(max(time.Until(end), 0) / 2))
 		// The closing handshake waits for the peer's answer: one at a
 		// time would add up. ws.Conn.Close may run beside the reader.
 		s.wg.Add(1)
@@ -583,22 +590,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		local.stop()
 	}
 
-	// Whatever the clients do, the connections are gone shutdownGrace
-	// after the drain: what has not ended by then is dropped.
+	// Whatever the clients do, the connections are gone at end: what has
+	// not ended by then is dropped.
 	wait := make(chan struct{})
 	go func() { s.wg.Wait(); close(wait) }()
-	grace := time.NewTimer(shutdownGrace)
+	hard := time.NewTimer(time.Until(end))
 	var err error
 	select {
 	case <-wait:
-	case <-grace.C:
+	case <-hard.C:
 		s.dropAll(clients)
 		<-wait // CloseNow ends every read and write at once
 	case <-ctx.Done():
 		s.dropAll(clients)
 		err = ctx.Err()
 	}
-	grace.Stop()
+	hard.Stop()
 	s.mu.Lock()
 	if s.metricsSrv != nil {
 		s.metricsSrv.Close()
@@ -609,9 +616,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// shutdownGrace bounds what Shutdown spends after the drain: sending close
-// frames, waiting for their answers and for the sessions' goroutines to end.
-// Shutdown returns at most ShutdownTimeout + shutdownGrace after it starts.
+// shutdownGrace is what Shutdown keeps of ShutdownTimeout (at most a
+// quarter of it) for sending close frames, waiting for their answers and
+// for the sessions' goroutines to end after the drain: the whole of
+// Shutdown takes at most ShutdownTimeout.
 const shutdownGrace = time.Second
 
 // dropAll drops the connections without a closing handshake.

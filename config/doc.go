@@ -104,8 +104,9 @@
 //	                                                                                           4096 to 64 MiB; new connections
 //	handshake_timeout         10                  OVOS_BUS_HANDSHAKE_TIMEOUT          restart  seconds a connection may take to
 //	                                              --handshake-timeout                          complete the WebSocket upgrade
-//	shutdown_timeout          5                   OVOS_BUS_SHUTDOWN_TIMEOUT           live     seconds spent flushing queues on
-//	                                              --shutdown-timeout                           SIGINT/SIGTERM; 0 drops at once
+//	shutdown_timeout          5                   OVOS_BUS_SHUTDOWN_TIMEOUT           live     seconds SIGINT/SIGTERM may take, the
+//	                                              --shutdown-timeout                           flush of the queues included; 0 drops
+//	                                                                                           at once
 //	close_frames_on_shutdown  false               OVOS_BUS_CLOSE_FRAMES_ON_SHUTDOWN   live     send 1001 close frames on shutdown;
 //	                                              --close-frames-on-shutdown                   off because OVOS clients do not
 //	                                                                                           reconnect after one (docs/protocol.md §8)
@@ -122,7 +123,8 @@
 //
 // Limits that are not keys (package bus owns them): request headers of at
 // most 32 KiB (bus.MaxHeaderBytes; more gets HTTP 431); a shutdown that
-// ends at most 1 s after shutdown_timeout; slow-consumer close frames
+// ends within shutdown_timeout, its flush stopping up to 1 s (a quarter at
+// most) before to leave time for the close frames; slow-consumer close frames
 // written within 2 s; a cut client's blocked write given a tenth of
 // write_timeout more; a client half its queue bound behind that takes
 // nothing for a tenth of write_timeout cut; 10 WARNING lines per kind per
