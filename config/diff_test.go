@@ -26,6 +26,8 @@ var mutations = map[string]func(*Config){
 	"max_queue_messages":       func(c *Config) { c.Bus.MaxQueueMessages++ },
 	"write_timeout":            func(c *Config) { c.Bus.WriteTimeout += time.Second },
 	"handshake_timeout":        func(c *Config) { c.Bus.HandshakeTimeout += time.Second },
+	"max_connections":          func(c *Config) { c.Bus.MaxConnections = 5 },
+	"send_buffer":              func(c *Config) { c.Bus.SendBuffer = 1 << 20 },
 	"shutdown_timeout":         func(c *Config) { c.Bus.ShutdownTimeout += time.Second },
 	"close_frames_on_shutdown": func(c *Config) { c.Bus.CloseFramesOnShutdown = !c.Bus.CloseFramesOnShutdown },
 	"compression":              func(c *Config) { c.Bus.DisableCompression = !c.Bus.DisableCompression },
@@ -39,7 +41,7 @@ var mutations = map[string]func(*Config){
 }
 
 func TestDiffCoversEveryKey(t *testing.T) {
-	restartKeys := []string{"host", "port", "route", "ssl", "ssl_cert", "ssl_key", "compression", "metrics_address", "monitor_address", "monitor_allow_remote", "log_file", "max_inflight_bytes"}
+	restartKeys := []string{"host", "port", "route", "ssl", "ssl_cert", "ssl_key", "handshake_timeout", "compression", "metrics_address", "monitor_address", "monitor_allow_remote", "log_file", "max_inflight_bytes"}
 	for _, key := range Keys() {
 		mutate, ok := mutations[key]
 		if !ok {
