@@ -225,7 +225,9 @@ func TestOversize(t *testing.T) {
 }
 
 func TestSlowConsumer(t *testing.T) {
-	s, url := testServer(t, Options{MaxMsgSize: 1 << 20, MaxQueueBytes: 1 << 20, MaxQueueMessages: 10000, WriteTimeout: 5 * time.Second})
+	// A cut client's blocked write gets a tenth of write_timeout to finish
+	// (then its 1008 goes out): the slow client starts reading well within.
+	s, url := testServer(t, Options{MaxMsgSize: 1 << 20, MaxQueueBytes: 1 << 20, MaxQueueMessages: 10000, WriteTimeout: 60 * time.Second})
 	fast := dial(t, url, nil)
 	slow := dial(t, url, &ws.DialOptions{NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)
@@ -738,4 +740,75 @@ func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
 	pool := x509.NewCertPool()
 	pool.AddCert(leaf)
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
+}
+
+// TestIdleChurn: clients that connect, get the greeting and leave on a
+// quiet bus leave no sleeper and no follower behind (issue 10 item 1).
+func TestIdleChurn(t *testing.T) {
+	s, url := testServer(t, Options{})
+	for range 200 {
+		c := dial(t, url, nil)
+		c.CloseNow()
+	}
+	waitFor(t, "every client to be gone", 10*time.Second, func() bool { return s.Clients() == 0 })
+	waitFor(t, "the sleepers to be released", 10*time.Second, func() bool {
+		s.hub.mu.Lock()
+		defer s.hub.mu.Unlock()
+		return len(s.hub.sleepers) == 0 && len(s.hub.followers) == 0
+	})
+}
+
+// dialStalled connects a client that never reads, with a small fixed
+// receive buffer, so that the bus's writes to it block soon.
+func dialStalled(t testing.TB, url string) *ws.Conn {
+	t.Helper()
+	return dial(t, url, &ws.DialOptions{NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err == nil {
+			nc.(*net.TCPConn).SetReadBuffer(64 << 10)
+		}
+		return nc, err
+	}})
+}
+
+// TestShutdownBoundedWithAStalledClient: with close frames on and a client
+// whose socket takes nothing, Shutdown still returns within
+// shutdown_timeout (issue 10 item 7: the 1001 frame waited for the stalled
+// writer's lock until write_timeout).
+func TestShutdownBoundedWithAStalledClient(t *testing.T) {
+	const drain = 300 * time.Millisecond
+	s, url := testServer(t, Options{CloseFramesOnShutdown: true, ShutdownTimeout: drain, WriteTimeout: time.Minute})
+	healthy := dial(t, url, nil)
+	dialStalled(t, url)
+	payload := bytes.Repeat([]byte("z"), 256<<10)
+	for range 64 { // 16 MiB: more than the kernel buffers of the stalled client hold
+		if err := s.Publish(ws.OpBinary, payload, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() {
+		for {
+			if _, _, err := healthy.ReadMessage(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
+	waitFor(t, "the stalled client's writer to block", 10*time.Second, func() bool {
+		for _, si := range s.Sessions() {
+			if si.QueuedBytes > 4<<20 {
+				return true
+			}
+		}
+		return false
+	})
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A small constant on top for a loaded machine.
+	if took, limit := time.Since(start), drain+500*time.Millisecond; took > limit {
+		t.Fatalf("Shutdown took %v, want at most %v", took, limit)
+	}
 }

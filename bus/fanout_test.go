@@ -242,3 +242,76 @@ func TestHubChurn(t *testing.T) {
 		t.Fatalf("the log keeps %d entries with no follower", n)
 	}
 }
+
+// sleepers returns how many followers wait for the next publish.
+func (h *hub) sleeperCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.sleepers)
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestHubIdleChurnLeavesNoSleepers: on a quiet log, followers that go to
+// sleep and then leave are taken out of the sleepers at once (issue 10
+// item 1: they stayed there until the next publish), and a follower that
+// sleeps again and again is registered once.
+func TestHubIdleChurnLeavesNoSleepers(t *testing.T) {
+	h := newHub(1024, 1<<20)
+	var keep []*follower
+	for i := range 2000 {
+		f := newFollower(h)
+		h.join(f)
+		done := make(chan struct{})
+		ret := make(chan error, 1)
+		go func() {
+			_, err := f.next(context.Background(), done, nil, nil, 1, 1<<20)
+			ret <- err
+		}()
+		waitFor(t, "the follower to sleep", 5*time.Second, func() bool {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			return f.sleepIdx >= 0
+		})
+		close(done)
+		if err := <-ret; err != errStopped {
+			t.Fatalf("next: %v", err)
+		}
+		if i%100 == 0 {
+			keep = append(keep, f) // some stay, so removal is not only of the last
+			continue
+		}
+		h.leave(f)
+	}
+	if n := h.sleeperCount(); n != len(keep) {
+		t.Fatalf("%d sleepers after churn, want the %d that stayed", n, len(keep))
+	}
+	// A follower whose context ends keeps one place however often it sleeps.
+	f := newFollower(h)
+	h.join(f)
+	for range 50 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		f.next(ctx, nil, nil, nil, 1, 1<<20)
+	}
+	if n := h.sleeperCount(); n != len(keep)+1 {
+		t.Fatalf("%d sleepers, want %d", n, len(keep)+1)
+	}
+	for _, f := range append(keep, f) {
+		h.leave(f)
+	}
+	if n := h.sleeperCount(); n != 0 {
+		t.Fatalf("%d sleepers after every follower left", n)
+	}
+	h.publish(testEntry(0, 0)) // wakes nobody, and does not trip on a stale entry
+}

@@ -48,11 +48,31 @@ type follower struct {
 	maxMsgs  uint64
 	maxBytes int64
 	// wake receives a token when the follower sleeps and a message arrives.
-	wake chan struct{}
-	idx  int // position in hub.followers (under hub.mu)
+	wake     chan struct{}
+	idx      int // position in hub.followers (under hub.mu)
+	sleepIdx int // position in hub.sleepers, -1 when not there (under hub.mu)
+	// onCut, when set, lets the hub cut the follower as soon as the bounds
+	// release an entry it still needs (hub.cutBehind): cut is set, it
+	// leaves the log, and onCut is called (outside the hub's lock; it must
+	// not block). Without it the follower finds out on its next fetch.
+	onCut func()
+	cut   atomic.Bool
+	// stalled: cut for taking nothing while far behind (hub.pressured),
+	// before reaching its bound.
+	stalled atomic.Bool
+	// paces: when far behind, it slows the senders, or is cut when it
+	// stalls (hub.pace). seenCursor and seenAt are the cursor pressured
+	// last saw and the hub time it first saw it (under hub.mu): a writer
+	// fetches again as soon as a write completes, so an unchanged cursor
+	// means no progress, at no cost to the writer.
+	paces      bool
+	seenCursor uint64
+	seenAt     int64
 }
 
-func newFollower(h *hub) *follower { return &follower{h: h, wake: make(chan struct{}, 1), idx: -1} }
+func newFollower(h *hub) *follower {
+	return &follower{h: h, wake: make(chan struct{}, 1), idx: -1, sleepIdx: -1}
+}
 
 // next blocks until the log holds entries at f's cursor, appends up to maxN
 // of them to dst (stopping once maxBytes are in), advances the cursor past
@@ -68,7 +88,7 @@ func (f *follower) next(ctx context.Context, done, closing <-chan struct{}, dst 
 			return dst, errStopped
 		}
 		cursor := f.cursor.Load()
-		if f.behind(cursor) {
+		if f.cut.Load() || f.behind(cursor) {
 			return dst, ErrLagged
 		}
 		var lagged bool
@@ -158,6 +178,7 @@ type Follower struct {
 // ErrServerClosed.
 func (s *Server) Follow(o FollowOptions) *Follower {
 	f := newFollower(s.hub)
+	f.onCut = func() {} // Next reports ErrLagged
 	if o.MaxMessages > 0 {
 		f.maxMsgs = uint64(o.MaxMessages)
 	}

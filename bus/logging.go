@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -242,4 +243,120 @@ func (r *RotatingFile) Files() []string {
 		}
 	}
 	return slices.Clip(out)
+}
+
+// Repeated warnings are rate-limited per kind (the record's message): the
+// first warnLimit of a kind in each warnWindow are written, the rest are
+// counted, and once the window is over one line says how many were left
+// out. A flood of refused connections or dropped frames then costs a few
+// lines per window instead of one per attempt; the counters in /metrics
+// still count every one.
+const (
+	warnLimit  = 10
+	warnWindow = 10 * time.Second
+)
+
+// warnLimiter is the state rate-limited handlers share (a logger and every
+// logger derived from it with With).
+type warnLimiter struct {
+	now   func() time.Time
+	mu    sync.Mutex
+	kinds map[string]*warnKind
+}
+
+type warnKind struct {
+	start      time.Time // of the current window
+	written    int
+	suppressed int
+	level      slog.Level
+}
+
+// rateLimited is a slog.Handler that rate-limits the records at WARNING and
+// above of next (see warnLimit).
+type rateLimited struct {
+	next slog.Handler
+	l    *warnLimiter
+}
+
+// newRateLimited wraps h; now nil is time.Now.
+func newRateLimited(h slog.Handler, now func() time.Time) *rateLimited {
+	if now == nil {
+		now = time.Now
+	}
+	return &rateLimited{next: h, l: &warnLimiter{now: now, kinds: map[string]*warnKind{}}}
+}
+
+func (h *rateLimited) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
+
+func (h *rateLimited) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level < slog.LevelWarn {
+		return h.next.Handle(ctx, r)
+	}
+	now := h.l.now()
+	summaries, write := h.l.admit(r.Message, r.Level, now)
+	for _, s := range summaries {
+		h.next.Handle(ctx, s)
+	}
+	if !write {
+		return nil
+	}
+	return h.next.Handle(ctx, r)
+}
+
+// admit counts a record of kind msg at now and reports whether to write it,
+// with the summary records of the kinds whose window is over.
+func (l *warnLimiter) admit(msg string, level slog.Level, now time.Time) (summaries []slog.Record, write bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	summaries = l.rollLocked(now)
+	k := l.kinds[msg]
+	if k == nil {
+		k = &warnKind{start: now, level: level}
+		l.kinds[msg] = k
+	}
+	if k.written < warnLimit {
+		k.written++
+		return summaries, true
+	}
+	k.suppressed++
+	return summaries, false
+}
+
+// rollLocked ends the windows that are over and returns a summary record
+// for each that left warnings out; a kind with nothing left out is
+// forgotten.
+func (l *warnLimiter) rollLocked(now time.Time) []slog.Record {
+	var out []slog.Record
+	for _, msg := range slices.Sorted(maps.Keys(l.kinds)) {
+		k := l.kinds[msg]
+		if now.Sub(k.start) < warnWindow {
+			continue
+		}
+		if k.suppressed > 0 {
+			r := slog.NewRecord(now, k.level, fmt.Sprintf("suppressed %d similar warnings", k.suppressed), 0)
+			r.AddAttrs(slog.String("warning", msg), slog.Duration("window", warnWindow))
+			out = append(out, r)
+		}
+		delete(l.kinds, msg)
+	}
+	return out
+}
+
+// flush writes the summaries of every kind that left warnings out, as if
+// their windows were over (at Shutdown).
+func (h *rateLimited) flush() {
+	h.l.mu.Lock()
+	out := h.l.rollLocked(h.l.now().Add(warnWindow + 1))
+	h.l.mu.Unlock()
+	for _, r := range out {
+		h.next.Handle(context.Background(), r)
+	}
+}
+
+func (h *rateLimited) WithAttrs(as []slog.Attr) slog.Handler {
+	return &rateLimited{next: h.next.WithAttrs(as), l: h.l}
+}
+
+func (h *rateLimited) WithGroup(name string) slog.Handler {
+	return &rateLimited{next: h.next.WithGroup(name), l: h.l}
 }

@@ -5,11 +5,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func TestLogHandler(t *testing.T) {
@@ -64,5 +67,107 @@ func TestRotatingFile(t *testing.T) {
 	}
 	if _, err := os.Stat(p + ".3"); err == nil {
 		t.Fatal("more backups than asked for")
+	}
+}
+
+// countingHandler records the messages it is given.
+type countingHandler struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	line := r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "warning" {
+			line += " (" + a.Value.String() + ")"
+		}
+		return true
+	})
+	h.msgs = append(h.msgs, line)
+	return nil
+}
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestWarningsRateLimited: a flood of one warning writes warnLimit lines per
+// window and then one summary; other kinds and other levels are not held
+// back (issue 10 item 10).
+func TestWarningsRateLimited(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	out := &countingHandler{}
+	rl := newRateLimited(out, func() time.Time { return now })
+	log := slog.New(rl).With("logger", "bus")
+	for range 1000 {
+		log.Warn("Refused connection", "remote", "x")
+	}
+	log.Warn("Dropped message")
+	for range 100 {
+		log.Info("Client connected")
+	}
+	count := func(msg string) int {
+		out.mu.Lock()
+		defer out.mu.Unlock()
+		n := 0
+		for _, m := range out.msgs {
+			if m == msg {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count("Refused connection"); n != warnLimit {
+		t.Fatalf("%d refused lines in the first window, want %d", n, warnLimit)
+	}
+	if count("Dropped message") != 1 || count("Client connected") != 100 {
+		t.Fatalf("other kinds or levels held back: %q", out.msgs[warnLimit:warnLimit+3])
+	}
+	now = now.Add(warnWindow)
+	log.Warn("Refused connection")
+	if n := count("suppressed 990 similar warnings (Refused connection)"); n != 1 {
+		t.Fatalf("no summary of the 990 left out: %q", out.msgs[len(out.msgs)-3:])
+	}
+	if n := count("Refused connection"); n != warnLimit+1 {
+		t.Fatalf("the new window does not write: %d", n)
+	}
+	for range 5 {
+		log.Warn("Refused connection")
+	}
+	rl.flush() // Shutdown's: the last window's count is not lost
+	if n := count("Refused connection"); n != warnLimit+1+5 {
+		t.Fatalf("%d lines", n)
+	}
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	for _, m := range out.msgs {
+		if strings.HasPrefix(m, "suppressed 0") {
+			t.Fatalf("an empty summary: %q", m)
+		}
+	}
+}
+
+// TestRefusedConnectionsDoNotFloodTheLog: 200 refused attempts write at most
+// warnLimit WARNING lines; the metric counts all of them.
+func TestRefusedConnectionsDoNotFloodTheLog(t *testing.T) {
+	out := &countingHandler{}
+	s, err := New(Options{Logger: slog.New(out), Auth: Auth{Required: true, Tokens: map[string]Permissions{"secret": {}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 200 {
+		w := &recorder{h: http.Header{}, body: &bytes.Buffer{}}
+		s.ServeHTTP(w, httpGet(t, "/core?token=wrong"))
+	}
+	out.mu.Lock()
+	n := len(out.msgs)
+	out.mu.Unlock()
+	if n > warnLimit {
+		t.Fatalf("%d log lines for 200 refused attempts", n)
+	}
+	if m := scrape(t, s); !strings.Contains(m, `ovbus_rejected_total{reason="auth"} 200`) {
+		t.Fatalf("refusals not all counted:\n%s", grep(m, "rejected"))
 	}
 }

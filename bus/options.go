@@ -29,7 +29,28 @@ const (
 	DefaultWriteTimeout     = 10 * time.Second
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultShutdownTimeout  = 5 * time.Second
+	DefaultSendBuffer       = 256 << 10
+	// DefaultMaxConnections is the ceiling of clients when the open-file
+	// limit is not known; otherwise it is that limit minus
+	// ConnectionReserve.
+	DefaultMaxConnections = 10000
+	// ConnectionReserve is how many file descriptors the default
+	// max_connections leaves for everything else: the listeners, /health
+	// and /metrics requests, the log files, the TLS files, the cluster.
+	ConnectionReserve = 64
 )
+
+// DefaultMaxConnectionsFor returns the max_connections used when it is
+// zero, for an open-file limit (0: unknown).
+func DefaultMaxConnectionsFor(fileLimit uint64) int {
+	if fileLimit == 0 {
+		return DefaultMaxConnections
+	}
+	if fileLimit <= 2*ConnectionReserve {
+		return int(max(fileLimit/2, 1))
+	}
+	return int(min(fileLimit-ConnectionReserve, 1<<30))
+}
 
 // Limits of the options, checked by Validate.
 const (
@@ -104,8 +125,16 @@ type Options struct {
 	FilterLogs []string `ovbus:"filter_logs,live"`
 
 	// MaxQueueMessages and MaxQueueBytes bound how far one client may fall
-	// behind the bus. A client further behind is closed with 1008 "slow
-	// consumer"; nobody else is slowed. A zero MaxQueueBytes is
+	// behind the bus, and so what the fan-out log holds. A client further
+	// behind is closed as a slow consumer (docs/protocol.md §3); nobody else
+	// loses a message. The bytes are what the log really holds: the plain
+	// frames plus the compressed copies made for deflate clients, so with
+	// deflate clients connected a client may fall less far behind (down to
+	// about half). A client that drains but lags by more than half a
+	// bound slows the socket senders (by at most 2 ms per message, or the
+	// message's size at 16 MiB/s) until it catches up; one that lags that
+	// far and takes nothing for a tenth of WriteTimeout is cut then (see
+	// hub.pace). A zero MaxQueueBytes is
 	// DefaultQueueBytes(MaxMsgSize).
 	MaxQueueMessages int   `ovbus:"max_queue_messages,live"`
 	MaxQueueBytes    int64 `ovbus:"max_queue_bytes,live"`
@@ -115,10 +144,30 @@ type Options struct {
 	// moved for every batch of a burst.)
 	WriteTimeout time.Duration `ovbus:"write_timeout,live"`
 
-	// HandshakeTimeout bounds the HTTP upgrade of a new connection.
-	HandshakeTimeout time.Duration `ovbus:"handshake_timeout,live"`
-	// ShutdownTimeout bounds the flush of queued messages in Shutdown; a
-	// negative value drops the connections at once.
+	// MaxConnections is the most clients connected at once; one more gets
+	// HTTP 503 (with Retry-After) before the upgrade, counted in
+	// ovbus_rejected_total{reason="max_connections"}. Zero is the
+	// process's open-file limit (raised to its hard limit at New) minus
+	// ConnectionReserve, so that /health, /metrics and the bus's own files
+	// still get a descriptor when the bus is full. Apply changes it for new
+	// connections.
+	MaxConnections int `ovbus:"max_connections,live"`
+
+	// SendBuffer is the kernel send buffer of each client's socket
+	// (SO_SNDBUF), in bytes. Linux's autotuning grows it up to 4 MiB, which
+	// a client that reads nothing keeps pinned, outside the queue bounds,
+	// until it is cut; a fixed 256 KiB (Linux books twice that) still
+	// covers a gigabit link with 2 ms of round trip, far more than loopback
+	// or a LAN needs. Apply changes it for new connections.
+	SendBuffer int64 `ovbus:"send_buffer,live"`
+
+	// HandshakeTimeout bounds the HTTP upgrade of a new connection: reading
+	// the request's headers (net/http's ReadHeaderTimeout, fixed when the
+	// server is made, hence restart) and writing the 101 response.
+	HandshakeTimeout time.Duration `ovbus:"handshake_timeout,restart"`
+	// ShutdownTimeout bounds Shutdown: the flush of queued messages, then
+	// the close frames (the flush stops up to a second before, a quarter
+	// of it at most); a negative value drops the connections at once.
 	ShutdownTimeout time.Duration `ovbus:"shutdown_timeout,live"`
 	// CloseFramesOnShutdown sends a 1001 close frame to every client on
 	// shutdown. By default the connections are dropped without one, as the
@@ -216,6 +265,9 @@ func (o Options) withDefaults() Options {
 	if o.HandshakeTimeout == 0 {
 		o.HandshakeTimeout = DefaultHandshakeTimeout
 	}
+	if o.SendBuffer == 0 {
+		o.SendBuffer = DefaultSendBuffer
+	}
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
 	}
@@ -273,7 +325,7 @@ func (o *Options) validate() error {
 		bad("route", "must be a plain URL path, got %q", o.Route)
 	}
 	if o.MaxMsgSize < 0 || o.MaxMsgSize > MaxMsgSizeLimit {
-		bad("max_msg_size", "expected a number of bytes greater than 0 and at most %d, got %d", MaxMsgSizeLimit, o.MaxMsgSize)
+		bad("max_msg_size", "expected a number of bytes greater than 0 and at most %d, got %d", int64(MaxMsgSizeLimit), o.MaxMsgSize)
 	}
 	if o.MaxInflightBytes < o.MaxMsgSize {
 		bad("max_inflight_bytes", "%d is smaller than max_msg_size (%d bytes): a full-size message could never be read",
@@ -295,6 +347,12 @@ func (o *Options) validate() error {
 	}
 	if o.WriteTimeout < 0 {
 		bad("write_timeout", "expected seconds greater than 0, got %v", o.WriteTimeout.Seconds())
+	}
+	if o.MaxConnections < 0 {
+		bad("max_connections", "expected an integer greater than 0, got %d", o.MaxConnections)
+	}
+	if o.SendBuffer < 4096 || o.SendBuffer > 64<<20 {
+		bad("send_buffer", "expected a number of bytes from 4096 to %d, got %d", 64<<20, o.SendBuffer)
 	}
 	if o.HandshakeTimeout < 0 {
 		bad("handshake_timeout", "expected seconds greater than 0, got %v", o.HandshakeTimeout.Seconds())

@@ -47,7 +47,17 @@ const (
 	rejectAuth             = "auth"
 	rejectHandshake        = "handshake"
 	rejectShuttingDown     = "shutting_down"
+	rejectMaxConnections   = "max_connections"
 )
+
+// MaxHeaderBytes bounds the request line and headers of an HTTP request to
+// the bus (the WebSocket upgrade, /health), instead of net/http's 1 MiB: a
+// client that sends more gets 431 and is closed, so unfinished handshakes
+// hold at most about this much each (net/http reads up to 4 KiB past it)
+// until handshake_timeout. 32 KiB is what common front ends accept (nginx's
+// large_client_header_buffers 4 × 8 KiB) and holds a browser's cookies for
+// one site with room to spare; OVOS clients send a few hundred bytes.
+const MaxHeaderBytes = 32 << 10
 
 // Server is an OVOS message bus: an http.Handler that upgrades its route to
 // WebSocket connections and relays every message to every client, the
@@ -58,13 +68,17 @@ const (
 //
 // All methods are safe for concurrent use.
 type Server struct {
-	opts     Options // the options New was given, with defaults
-	log      *slog.Logger
+	opts     Options      // the options New was given, with defaults
+	log      *slog.Logger // Options.Logger, its warnings rate-limited
+	warns    *rateLimited
 	live     atomic.Pointer[liveOptions]
 	hub      *hub
 	m        *metrics
 	greeting *ws.PreparedMessage
 	inflight *ws.Budget // Options.MaxInflightBytes, shared by every connection
+
+	fileLimit uint64       // the open-file limit at New, 0 when unknown
+	conns     atomic.Int64 // connections upgrading or upgraded (max_connections)
 
 	closing  atomic.Bool
 	closingC chan struct{} // closed when Shutdown starts
@@ -97,22 +111,28 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	warns := newRateLimited(o.Logger.Handler(), nil)
+	fileLimit := openFileLimit()
 	s := &Server{
-		opts:     o,
-		log:      o.Logger,
-		hub:      newHub(o.MaxQueueMessages, o.MaxQueueBytes),
-		greeting: greeting,
-		inflight: ws.NewBudget(o.MaxInflightBytes),
-		done:     make(chan struct{}),
-		closingC: make(chan struct{}),
-		progress: make(chan struct{}, 1),
-		sessions: make(map[*session]struct{}),
+		opts:      o,
+		log:       slog.New(warns),
+		warns:     warns,
+		fileLimit: fileLimit,
+		hub:       newHub(o.MaxQueueMessages, o.MaxQueueBytes),
+		greeting:  greeting,
+		inflight:  ws.NewBudget(o.MaxInflightBytes),
+		done:      make(chan struct{}),
+		closingC:  make(chan struct{}),
+		progress:  make(chan struct{}, 1),
+		sessions:  make(map[*session]struct{}),
 	}
 	s.live.Store(newLive(o))
+	s.hub.stallAfter.Store(int64(o.WriteTimeout / 10))
 	s.m = newMetrics(s)
 	s.httpSrv = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: o.HandshakeTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
 		IdleTimeout:       time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
@@ -141,7 +161,7 @@ func (s *Server) Start() error {
 		}
 		s.mu.Lock()
 		s.metricsLn = ml
-		s.metricsSrv = &http.Server{Handler: s.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+		s.metricsSrv = &http.Server{Handler: s.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: MaxHeaderBytes}
 		srv := s.metricsSrv
 		s.mu.Unlock()
 		go srv.Serve(ml)
@@ -150,6 +170,7 @@ func (s *Server) Start() error {
 	if err != nil {
 		return err
 	}
+	s.log.Info("Connection ceiling", "max_connections", s.MaxConnections(), "open_files", s.fileLimit)
 	go s.serve(ln) // Addr works at once: the listener is registered
 	return nil
 }
@@ -289,6 +310,15 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	live := s.live.Load()
 	o := &live.opts
+	// The ceiling, before anything else: a full bus answers at once.
+	defer s.conns.Add(-1)
+	if n := s.conns.Add(1); n > int64(s.maxConnections(o)) {
+		s.m.rejected(rejectMaxConnections)
+		s.log.Warn("Refused connection: max_connections reached", "remote", r.RemoteAddr, "max_connections", s.maxConnections(o))
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "too many connections", http.StatusServiceUnavailable)
+		return
+	}
 	perms, tokenName, ok := authorize(&o.Auth, requestToken(r))
 	if !ok {
 		s.m.rejected(rejectAuth)
@@ -326,19 +356,29 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	setSendBuffer(conn.NetConn(), o.SendBuffer)
 	c := &session{
-		s:         s,
-		conn:      conn,
-		perms:     perms,
-		f:         newFollower(s.hub),
-		remote:    r.RemoteAddr,
-		userAgent: r.Header.Get("User-Agent"),
-		origin:    r.Header.Get("Origin"),
-		token:     tokenName,
-		connected: time.Now(),
-		done:      make(chan struct{}),
-		exited:    make(chan struct{}),
+		s:          s,
+		conn:       conn,
+		perms:      perms,
+		f:          newFollower(s.hub),
+		windowBits: -1,
+		remote:     r.RemoteAddr,
+		userAgent:  r.Header.Get("User-Agent"),
+		origin:     r.Header.Get("Origin"),
+		token:      tokenName,
+		connected:  time.Now(),
+		done:       make(chan struct{}),
+		exited:     make(chan struct{}),
 	}
+	if p := conn.Deflate(); p != nil {
+		c.windowBits = p.ServerMaxWindowBits
+	}
+	c.f.paces = true
+	// Cut while its writer is blocked on a client that reads nothing: the
+	// write gets a tenth of write_timeout more, not all of it; if it
+	// completes, the client still gets its 1008 close frame.
+	c.f.onCut = func() { conn.SetWriteDeadline(time.Now().Add(s.live.Load().opts.WriteTimeout / 10)) }
 	// The client joins the log first, then gets the greeting, then its
 	// writer starts: the greeting is the first frame it receives, and once
 	// it has it, it is sure to get everything published afterwards (the
@@ -361,6 +401,31 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}()
 	c.readLoop()
 	<-c.exited
+}
+
+// maxConnections is the ceiling in force under o.
+func (s *Server) maxConnections(o *Options) int {
+	if o.MaxConnections > 0 {
+		return o.MaxConnections
+	}
+	return DefaultMaxConnectionsFor(s.fileLimit)
+}
+
+// MaxConnections returns the most clients the bus accepts at once now
+// (Options.MaxConnections, or its default from the open-file limit).
+func (s *Server) MaxConnections() int { return s.maxConnections(&s.live.Load().opts) }
+
+// setSendBuffer sets the kernel send buffer of a client's TCP connection
+// (under TLS too) to n bytes (SO_SNDBUF, which Linux doubles for its own
+// bookkeeping and which turns the buffer's autotuning off), so that a
+// stalled client pins at most that much kernel memory.
+func setSendBuffer(nc net.Conn, n int64) {
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	if tc, ok := nc.(*net.TCPConn); ok && n > 0 {
+		tc.SetWriteBuffer(int(n))
+	}
 }
 
 // requestToken returns the token a request presents, as ?token=... or
@@ -446,8 +511,13 @@ func (s *Server) removeSession(c *session, ci CloseInfo) {
 // Shutdown stops the bus: it stops accepting connections and relaying new
 // frames, lets the writers flush what is queued for up to ShutdownTimeout
 // (or until ctx ends), then drops every connection without a close frame, or
-// closes it with 1001 when CloseFramesOnShutdown is set. It returns when the
-// connections are gone, or ctx's error if ctx ends first.
+// closes it with 1001 when CloseFramesOnShutdown is set (a client whose
+// socket does not take the close frame in time is dropped). The flush
+// stops up to a second (a quarter of ShutdownTimeout at most) before
+// ShutdownTimeout, to leave that time to the close frames. It returns when
+// the connections are gone, within ShutdownTimeout (plus the time goroutines
+// take to see their connections closed) whatever the clients do, or with
+// ctx's error if ctx ends first.
 func (s *Server) Shutdown(ctx context.Context) error {
 	first := false
 	s.shutOnce.Do(func() { first = true })
@@ -466,7 +536,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.httpSrv.Close() // listeners and not-yet-upgraded connections
 
 	live := s.live.Load()
-	deadline := time.Now().Add(live.opts.ShutdownTimeout)
+	// The whole shutdown ends by end: the drain stops grace before it, to
+	// leave time for the close frames and the goroutines to end.
+	timeout := max(live.opts.ShutdownTimeout, 0)
+	grace := min(shutdownGrace, timeout/4)
+	end := time.Now().Add(timeout)
+	deadline := end.Add(-grace)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
@@ -502,6 +577,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			c.conn.CloseNow()
 			continue
 		}
+		// A writer blocked on a stalled client holds the connection's
+		// write lock, which the close frame needs: its write gives up
+		// within the grace, and the close frame goes out only if the
+		// socket takes it by then.
+		c.conn.SetWriteDeadline(time.Now().Add(max(time.Until(end), 0) / 2))
 		// The closing handshake waits for the peer's answer: one at a
 		// time would add up. ws.Conn.Close may run beside the reader.
 		s.wg.Add(1)
@@ -514,24 +594,43 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		local.stop()
 	}
 
+	// Whatever the clients do, the connections are gone at end: what has
+	// not ended by then is dropped.
 	wait := make(chan struct{})
 	go func() { s.wg.Wait(); close(wait) }()
+	hard := time.NewTimer(time.Until(end))
 	var err error
 	select {
 	case <-wait:
+	case <-hard.C:
+		s.dropAll(clients)
+		<-wait // CloseNow ends every read and write at once
 	case <-ctx.Done():
-		for _, c := range clients {
-			c.conn.CloseNow()
-		}
+		s.dropAll(clients)
 		err = ctx.Err()
 	}
+	hard.Stop()
 	s.mu.Lock()
 	if s.metricsSrv != nil {
 		s.metricsSrv.Close()
 	}
 	s.mu.Unlock()
+	s.warns.flush()
 	close(s.done)
 	return err
+}
+
+// shutdownGrace is what Shutdown keeps of ShutdownTimeout (at most a
+// quarter of it) for sending close frames, waiting for their answers and
+// for the sessions' goroutines to end after the drain: the whole of
+// Shutdown takes at most ShutdownTimeout.
+const shutdownGrace = time.Second
+
+// dropAll drops the connections without a closing handshake.
+func (s *Server) dropAll(clients []*session) {
+	for _, c := range clients {
+		c.conn.CloseNow()
+	}
 }
 
 // noteProgress wakes Shutdown's drain when a writer has moved or a

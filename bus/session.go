@@ -45,6 +45,9 @@ type session struct {
 	conn  *ws.Conn
 	perms *Permissions // nil: everything allowed
 	f     *follower
+	// windowBits is the server window of a deflate client (its compressed
+	// copies are counted in the log's bytes), or -1 without deflate.
+	windowBits int
 
 	// What Sessions reports; fixed at the upgrade.
 	id        uint64
@@ -109,6 +112,7 @@ func (c *session) readLoop() {
 		c.framesIn.Add(1)
 		c.bytesIn.Add(uint64(len(b)))
 		c.s.relay(c, c.perms, op, b)
+		c.s.hub.pace(len(b))
 	}
 }
 
@@ -155,7 +159,7 @@ func (c *session) writeLoop() {
 		batch, err = c.f.next(context.Background(), c.done, nil, batch[:0], maxBatchFrames, maxBatchBytes)
 		if err != nil {
 			if err == ErrLagged {
-				c.slowConsumer("queue limit")
+				c.slowConsumer(c.cutWhy(""), true)
 			}
 			return
 		}
@@ -164,6 +168,9 @@ func (c *session) writeLoop() {
 		for _, e := range batch {
 			if c.perms != nil && c.perms.Receive != nil && !c.perms.CanReceive(e.mtype) {
 				continue
+			}
+			if c.windowBits >= 0 {
+				s.hub.countCompressed(e, c.windowBits)
 			}
 			pms = append(pms, e.pm)
 			size += e.size
@@ -182,13 +189,24 @@ func (c *session) writeLoop() {
 			c.conn.SetWriteDeadline(want)
 			deadline = want
 		}
+		if c.f.cut.Load() {
+			// Cut while fetching: the onCut's deadline may have been
+			// overwritten just now.
+			c.slowConsumer(c.cutWhy(""), true)
+			return
+		}
 		err = c.conn.WritePreparedBatch(context.Background(), pms)
 		n := len(pms)
 		clear(pms)
 		pms = pms[:0]
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				c.slowConsumer("write timeout")
+				// Part of a frame may be out: no close frame can follow.
+				if c.f.cut.Load() {
+					c.slowConsumer(c.cutWhy(", write blocked"), false)
+				} else {
+					c.slowConsumer("write timeout", false)
+				}
 				return
 			}
 			if c.finish(reasonWriteError, 0, err.Error(), "error", err.Error()) {
@@ -203,6 +221,15 @@ func (c *session) writeLoop() {
 	}
 }
 
+// cutWhy is the detail of a cut by the queue bounds (hub.cutBehind) or for
+// a stall (hub.pressured), plus more.
+func (c *session) cutWhy(more string) string {
+	if c.f.stalled.Load() {
+		return "stalled: nothing taken for a tenth of write_timeout while half the queue bound behind" + more
+	}
+	return "queue limit" + more
+}
+
 // wrote records that the log is written up to sequence number cursor.
 func (c *session) wrote(cursor uint64, cumBytes int64) {
 	c.writtenBytes.Store(cumBytes)
@@ -210,15 +237,18 @@ func (c *session) wrote(cursor uint64, cumBytes int64) {
 	c.s.noteProgress()
 }
 
-// slowConsumer closes a session that fell too far behind: with 1008 "slow
-// consumer" when the stream is intact (a failed write may have left half a
-// frame), then the TCP connection is dropped. Nobody else is affected. It
-// runs on the writer goroutine: ws.Conn.Close may run concurrently with the
-// reader, which reads on until the connection drops.
-func (c *session) slowConsumer(why string) {
+// slowConsumer closes a session that fell too far behind (docs/protocol.md
+// §3). When the stream is intact (no write failed part way), it sends 1008
+// "slow consumer", written within closeTimeout, before the TCP connection is
+// closed; otherwise (a write timed out or was interrupted part way through a
+// frame) it drops the connection without a close frame. Either way the close
+// is counted as slow_consumer with why as its detail. Nobody else is
+// affected. It runs on the writer goroutine: ws.Conn.Close may run
+// concurrently with the reader, which reads on until the connection drops.
+func (c *session) slowConsumer(why string, intact bool) {
 	lagMsgs, lagBytes := c.f.lag()
 	code := ws.StatusPolicyViolation
-	if why == "write timeout" {
+	if !intact {
 		code = 0
 	}
 	if !c.finish(reasonSlowConsumer, code, why, "cause", why, "lag_messages", lagMsgs, "lag_bytes", lagBytes) {

@@ -39,6 +39,11 @@ type Config struct {
 	LogFile string
 	// LogLevel is DEBUG, INFO, WARNING, ERROR or CRITICAL.
 	LogLevel string
+	// MonitorAddress is where the browser monitor is served (package
+	// monitor); "" turns it off.
+	MonitorAddress string
+	// MonitorAllowRemote lets MonitorAddress be a non-loopback address.
+	MonitorAllowRemote bool
 	// Cluster is websocket.cluster: several nodes as one bus (off unless
 	// Cluster.Enabled). Use ClusterOptions for the node's options.
 	Cluster cluster.Options

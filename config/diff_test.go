@@ -26,18 +26,22 @@ var mutations = map[string]func(*Config){
 	"max_queue_messages":       func(c *Config) { c.Bus.MaxQueueMessages++ },
 	"write_timeout":            func(c *Config) { c.Bus.WriteTimeout += time.Second },
 	"handshake_timeout":        func(c *Config) { c.Bus.HandshakeTimeout += time.Second },
+	"max_connections":          func(c *Config) { c.Bus.MaxConnections = 5 },
+	"send_buffer":              func(c *Config) { c.Bus.SendBuffer = 1 << 20 },
 	"shutdown_timeout":         func(c *Config) { c.Bus.ShutdownTimeout += time.Second },
 	"close_frames_on_shutdown": func(c *Config) { c.Bus.CloseFramesOnShutdown = !c.Bus.CloseFramesOnShutdown },
 	"compression":              func(c *Config) { c.Bus.DisableCompression = !c.Bus.DisableCompression },
 	"metrics_address":          func(c *Config) { c.Bus.MetricsAddress = "127.0.0.1:9181" },
 	"allowed_origins":          func(c *Config) { c.Bus.AllowedOrigins = []string{"http://x"} },
 	"auth":                     func(c *Config) { c.Bus.Auth.Tokens = map[string]bus.Permissions{"t": {}} },
+	"monitor_address":          func(c *Config) { c.MonitorAddress = "127.0.0.1:9182" },
+	"monitor_allow_remote":     func(c *Config) { c.MonitorAllowRemote = !c.MonitorAllowRemote },
 	"log_file":                 func(c *Config) { c.LogFile = "/x.log" },
 	"log_level":                func(c *Config) { c.LogLevel = "DEBUG" },
 }
 
 func TestDiffCoversEveryKey(t *testing.T) {
-	restartKeys := []string{"host", "port", "route", "ssl", "ssl_cert", "ssl_key", "compression", "metrics_address", "log_file", "max_inflight_bytes"}
+	restartKeys := []string{"host", "port", "route", "ssl", "ssl_cert", "ssl_key", "handshake_timeout", "compression", "metrics_address", "monitor_address", "monitor_allow_remote", "log_file", "max_inflight_bytes"}
 	for _, key := range Keys() {
 		mutate, ok := mutations[key]
 		if !ok {

@@ -91,16 +91,27 @@
 //	max_queue_bytes           67108864 (64 MiB)   OVOS_BUS_MAX_QUEUE_BYTES            live     bytes queued for one client before it
 //	                                              --max-queue-bytes                            is closed as too slow; at least
 //	                                                                                           max_msg_size. Unset, it grows to
-//	                                                                                           2 × max_msg_size when that is larger
+//	                                                                                           2 × max_msg_size when that is larger.
+//	                                                                                           Counts the compressed copies made
+//	                                                                                           for deflate clients too
 //	max_queue_messages        100000              OVOS_BUS_MAX_QUEUE_MESSAGES         live     messages queued for one client before
 //	                                              OVOS_BUS_MSG_BUFFER_CAPACITY                 it is closed as too slow (the Rust
 //	                                              --max-queue-messages                         bus's message_buffer_capacity)
 //	write_timeout             10                  OVOS_BUS_WRITE_TIMEOUT              live     seconds one write to a client may take
-//	                                              --write-timeout
-//	handshake_timeout         10                  OVOS_BUS_HANDSHAKE_TIMEOUT          live     seconds a connection may take to
+//	                                              --write-timeout                              before it is dropped (no close frame)
+//	max_connections           0 (auto)            OVOS_BUS_MAX_CONNECTIONS            live     most clients at once; one more gets
+//	                                              --max-connections                            HTTP 503 before the upgrade. 0: the
+//	                                                                                           open-file limit (raised to its hard
+//	                                                                                           limit at start) minus 64, or 10000
+//	                                                                                           where it is unknown
+//	send_buffer               262144 (256 KiB)    OVOS_BUS_SEND_BUFFER                live     kernel send buffer of each client
+//	                                              --send-buffer                                (SO_SNDBUF; Linux books twice it),
+//	                                                                                           4096 to 64 MiB; new connections
+//	handshake_timeout         10                  OVOS_BUS_HANDSHAKE_TIMEOUT          restart  seconds a connection may take to
 //	                                              --handshake-timeout                          complete the WebSocket upgrade
-//	shutdown_timeout          5                   OVOS_BUS_SHUTDOWN_TIMEOUT           live     seconds spent flushing queues on
-//	                                              --shutdown-timeout                           SIGINT/SIGTERM; 0 drops at once
+//	shutdown_timeout          5                   OVOS_BUS_SHUTDOWN_TIMEOUT           live     seconds SIGINT/SIGTERM may take, the
+//	                                              --shutdown-timeout                           flush of the queues included; 0 drops
+//	                                                                                           at once
 //	close_frames_on_shutdown  false               OVOS_BUS_CLOSE_FRAMES_ON_SHUTDOWN   live     send 1001 close frames on shutdown;
 //	                                              --close-frames-on-shutdown                   off because OVOS clients do not
 //	                                                                                           reconnect after one (docs/protocol.md §8)
@@ -112,6 +123,10 @@
 //	                                              --allowed-origins                            case-insensitive; requests without
 //	                                                                                           Origin (non-browsers) always pass
 //	auth                      off                 -                                   live     tokens and permissions, below
+//	monitor_address           "" (off)            OVOS_BUS_MONITOR_ADDRESS            restart  host:port of the browser monitor
+//	                                              --monitor-address                            (package monitor), e.g. "127.0.0.1:9182"
+//	monitor_allow_remote      false               OVOS_BUS_MONITOR_ALLOW_REMOTE       restart  let monitor_address be a non-loopback
+//	                                              --monitor-allow-remote                       address and answer any Host header
 //	log_file                  $XDG_STATE_HOME/<base>/bus.log                          restart  rotating log file (50 MB × 3);
 //	                                              OVOS_BUS_LOG_FILE --log-file                 "" disables it, null is the default
 //	cluster.name              "ovbus"             OVOS_BUS_CLUSTER_NAME               restart  nodes with the same name form one bus
@@ -146,6 +161,16 @@
 // --cluster-<key> (underscores as dashes): OVOS_BUS_CLUSTER_NATS_URL,
 // --cluster-nats-url; routes is comma-separated in both. Package cluster owns
 // their defaults and checks (cluster.Options); config reads and prints them.
+//
+// Limits that are not keys (package bus owns them): request headers of at
+// most 32 KiB (bus.MaxHeaderBytes; more gets HTTP 431); a shutdown that
+// ends within shutdown_timeout, its flush stopping up to 1 s (a quarter at
+// most) before to leave time for the close frames; slow-consumer close frames
+// written within 2 s; a cut client's blocked write given a tenth of
+// write_timeout more; a client half its queue bound behind that takes
+// nothing for a tenth of write_timeout cut; 10 WARNING lines per kind per
+// 10 s, then one "suppressed K similar warnings" line. What a slow client
+// sees is in the README's "Limits".
 //
 // The log level is not in the websocket section: it is logging.bus.log_level,
 // else logging.log_level, else INFO (DEBUG, INFO, WARNING, ERROR, CRITICAL;

@@ -74,6 +74,10 @@ var keys = []key{
 		bus: func(o *bus.Options) any { return &o.MaxQueueMessages }, doc: "messages queued per client before it is dropped"},
 	{name: "write_timeout", env: env1("OVOS_BUS_WRITE_TIMEOUT"), flag: "write-timeout", kind: kindSeconds,
 		bus: func(o *bus.Options) any { return &o.WriteTimeout }, doc: "seconds one write to a client may take"},
+	{name: "max_connections", env: env1("OVOS_BUS_MAX_CONNECTIONS"), flag: "max-connections", kind: kindCountOrZero,
+		bus: func(o *bus.Options) any { return &o.MaxConnections }, doc: "most clients at once, 0 for the open-file limit minus 64"},
+	{name: "send_buffer", env: env1("OVOS_BUS_SEND_BUFFER"), flag: "send-buffer", kind: kindBytes,
+		bus: func(o *bus.Options) any { return &o.SendBuffer }, doc: "kernel send buffer per client in bytes (SO_SNDBUF)"},
 	{name: "handshake_timeout", env: env1("OVOS_BUS_HANDSHAKE_TIMEOUT"), flag: "handshake-timeout", kind: kindSeconds,
 		bus: func(o *bus.Options) any { return &o.HandshakeTimeout }, doc: "seconds a WebSocket upgrade may take"},
 	{name: "shutdown_timeout", env: env1("OVOS_BUS_SHUTDOWN_TIMEOUT"), flag: "shutdown-timeout", kind: kindDrain,
@@ -88,6 +92,10 @@ var keys = []key{
 		bus: func(o *bus.Options) any { return &o.AllowedOrigins }, doc: "comma-separated accepted Origin headers, empty for all"},
 	{name: "auth", kind: kindAuth,
 		bus: func(o *bus.Options) any { return &o.Auth }, doc: "tokens and permissions"},
+	{name: "monitor_address", env: env1("OVOS_BUS_MONITOR_ADDRESS"), flag: "monitor-address", kind: kindString,
+		own: func(c *Config) any { return &c.MonitorAddress }, reload: bus.Restart, doc: "host:port for the browser monitor, empty for none"},
+	{name: "monitor_allow_remote", env: env1("OVOS_BUS_MONITOR_ALLOW_REMOTE"), flag: "monitor-allow-remote", kind: kindBool,
+		own: func(c *Config) any { return &c.MonitorAllowRemote }, reload: bus.Restart, doc: "serve the monitor on a non-loopback address"},
 	{name: "log_file", env: env1("OVOS_BUS_LOG_FILE"), flag: "log-file", kind: kindString,
 		own: func(c *Config) any { return &c.LogFile }, reload: bus.Restart, doc: "log file, empty for none"},
 
@@ -251,7 +259,8 @@ var (
 	kindCount = intKind[int]("an integer greater than 0", true)
 	// kindBytes is a number of bytes greater than 0.
 	kindBytes = intKind[int64]("a number of bytes greater than 0", true)
-	// kindCountOrZero and kindBytesOrZero take 0 for "derive it".
+	// kindCountOrZero and kindBytesOrZero take 0 for "derive it" (the bus's
+	// or the cluster's own choice, e.g. max_connections); negative is refused.
 	kindCountOrZero = intKind[int]("an integer, 0 or more", false)
 	kindBytesOrZero = intKind[int64]("a number of bytes, 0 or more", false)
 	// kindSecret is a string Print shows only the start of.

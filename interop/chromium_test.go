@@ -1,7 +1,6 @@
 package interop
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,8 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -134,53 +131,7 @@ func TestChromium(t *testing.T) {
 	go hs.Serve(ln)
 	t.Cleanup(func() { hs.Close() })
 
-	var (
-		mu      sync.Mutex
-		out     bytes.Buffer
-		browser *exec.Cmd
-	)
-	userData := t.TempDir()
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chrome),
-		chromedp.Headless,
-		chromedp.NoSandbox, // we may run as root
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(userData),
-		// Offline machine: without these Chromium waits on the network.
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-extensions", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("no-proxy-server", true),
-		chromedp.CombinedOutput(lockedWriter{&mu, &out}),
-		chromedp.ModifyCmdFunc(func(cmd *exec.Cmd) {
-			if cmd.SysProcAttr == nil {
-				cmd.SysProcAttr = &syscall.SysProcAttr{}
-			}
-			cmd.SysProcAttr.Setpgid = true
-			browser = cmd
-		}),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	t.Cleanup(func() {
-		cancelBrowser()
-		cancelAlloc()
-		// Chromium's helpers (zygote, renderers) are in its process group.
-		if browser != nil && browser.Process != nil {
-			syscall.Kill(-browser.Process.Pid, syscall.SIGKILL)
-		}
-		if t.Failed() {
-			mu.Lock()
-			t.Logf("Chromium output:\n%s", tail(out.String(), 4000))
-			mu.Unlock()
-		}
-	})
-
+	bctx := startChromium(t, chrome)
 	ctx, cancel := context.WithTimeout(bctx, scenarioTimeout)
 	defer cancel()
 	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+ln.Addr().String()+"/")); err != nil {
@@ -230,22 +181,4 @@ func TestChromium(t *testing.T) {
 	t.Logf("offer %q, deflate %+v; /a frames from Chromium %d (%d continuation, %d compressed), to it %d (%d continuation, %d compressed)",
 		a.Request.Header.Get("Sec-WebSocket-Extensions"), a.Deflate, in.Frames, in.Continuations, in.Compressed,
 		outStats.Frames, outStats.Continuations, outStats.Compressed)
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (w lockedWriter) Write(b []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.w.Write(b)
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "..." + s[len(s)-n:]
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ovbus/ovbus/bus"
 	"github.com/ovbus/ovbus/config"
+	"github.com/ovbus/ovbus/monitor"
 )
 
 func init() {
@@ -129,6 +130,15 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "ovbus serve:", err)
 		return 1
 	}
+	var mon *monitor.Monitor
+	if cfg.MonitorAddress != "" {
+		mon, err = monitor.New(srv, monitor.Options{Addr: cfg.MonitorAddress, AllowRemote: cfg.MonitorAllowRemote, Logger: logger})
+		if err != nil {
+			logger.Error("Invalid configuration", "error", err)
+			fmt.Fprintln(stderr, "ovbus serve:", err)
+			return 1
+		}
+	}
 	sigs, stopSignals := serveSignals()
 	defer stopSignals()
 	if err := srv.Start(); err != nil {
@@ -146,6 +156,18 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	attrs := []any{"url", busURL(cfg, srv.Addr())}
 	if a := srv.MetricsAddr(); a != nil {
 		attrs = append(attrs, "metrics", "http://"+a.String()+"/metrics")
+	}
+	if mon != nil {
+		if err := mon.Start(); err != nil {
+			logger.Error("Cannot start the monitor", "address", cfg.MonitorAddress, "error", err)
+			fmt.Fprintln(stderr, "ovbus serve:", err)
+			srv.Shutdown(context.Background())
+			return 1
+		}
+		attrs = append(attrs, "monitor", "http://"+mon.Addr().String()+"/")
+		if cfg.MonitorAllowRemote && !cfg.Bus.Auth.Enabled() {
+			logger.Warn("The monitor is open to other machines and the bus has no auth: whoever reaches it sees and sends every message", "address", cfg.MonitorAddress)
+		}
 	}
 	logger.Info("Message bus service started!", attrs...)
 	sdNotify("READY=1")
@@ -165,6 +187,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	live := srv.Live()
 	ctx, cancel := context.WithTimeout(context.Background(), max(live.ShutdownTimeout, 0)+5*time.Second)
 	defer cancel()
+	if mon != nil {
+		mon.Shutdown(ctx) // the pages are told the bus is going
+	}
 	if err := srv.Shutdown(ctx); err != nil {
 		logger.Warn("Shutdown did not finish in time; connections dropped", "error", err)
 	}

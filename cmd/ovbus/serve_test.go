@@ -111,15 +111,7 @@ func TestServeLifecycle(t *testing.T) {
 	waitFor(t, &stdout, `DEBUG - hello source: test destination: \[\]\nSESSION: None`)
 
 	// SIGTERM: the client sees the connection drop, without a close frame.
-	sigs <- syscall.SIGTERM
-	select {
-	case got := <-code:
-		if got != 0 {
-			t.Fatalf("exit code %d, stderr %s", got, stderr.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("serve did not stop")
-	}
+	stopServe(t, sigs, code, &stderr)
 	_, _, err = c.ReadMessage(ctx)
 	var ce *ws.CloseError
 	if err == nil || (errors.As(err, &ce) && ce.Code != ws.StatusAbnormalClosure) {
