@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +13,8 @@ import (
 
 // TestMaxInflightBytes: a client half way through a large message holds
 // part of max_inflight_bytes; another client's message that does not fit
-// beside it closes that client with 1013 and is counted; once the first
+// beside it closes that client with 1013 and is counted (closes reason
+// overloaded, in RecentCloses too); once the first
 // message is complete it is relayed and its bytes are given back.
 func TestMaxInflightBytes(t *testing.T) {
 	const size = 600 << 10
@@ -50,6 +52,16 @@ func TestMaxInflightBytes(t *testing.T) {
 	}
 	if s.inflight.Refused() != 1 {
 		t.Errorf("refused %d, want 1", s.inflight.Refused())
+	}
+	// Counted as the bus's overload, not the client's error.
+	for len(s.RecentCloses()) == 0 && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	if cs := s.RecentCloses(); len(cs) != 1 || cs[0].Reason != reasonOverloaded || cs[0].Code != ws.StatusTryAgainLater || cs[0].Detail == "" {
+		t.Errorf("RecentCloses %+v, want one overloaded 1013 with a detail", cs)
+	}
+	if m := scrape(t, s); !strings.Contains(m, `ovbus_closes_total{reason="overloaded"} 1`) || !strings.Contains(m, `ovbus_closes_total{reason="protocol_error"} 0`) {
+		t.Errorf("closes_total: want overloaded 1, protocol_error 0")
 	}
 	w.Write(big[size-1:])
 	if err := w.Close(); err != nil {

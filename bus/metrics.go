@@ -64,7 +64,7 @@ func newMetrics(s *Server) *metrics {
 		m.rejectedBy[r] = m.rejectedVec.WithLabelValues(r)
 	}
 	m.closesBy = map[string]prometheus.Counter{}
-	for _, r := range []string{reasonSlowConsumer, reasonOversize, reasonProtocolError, reasonClientClose, reasonDisconnect, reasonWriteError, reasonShutdown} {
+	for _, r := range []string{reasonSlowConsumer, reasonOversize, reasonProtocolError, reasonOverloaded, reasonClientClose, reasonDisconnect, reasonWriteError, reasonShutdown} {
 		m.closesBy[r] = m.closesVec.WithLabelValues(r)
 	}
 	m.reg.MustRegister(

@@ -32,6 +32,7 @@ const (
 	reasonSlowConsumer  = "slow_consumer"
 	reasonOversize      = "oversize"
 	reasonProtocolError = "protocol_error"
+	reasonOverloaded    = "overloaded" // max_inflight_bytes refused a message: 1013
 	reasonClientClose   = "client_close"
 	reasonDisconnect    = "disconnect"
 	reasonWriteError    = "write_error"

@@ -84,7 +84,7 @@ func (c *session) finish(reason string, code ws.StatusCode, detail string, attrs
 		switch reason {
 		case reasonSlowConsumer:
 			lvl, msg = slog.LevelWarn, "Closing slow consumer"
-		case reasonOversize, reasonProtocolError, reasonWriteError:
+		case reasonOversize, reasonProtocolError, reasonOverloaded, reasonWriteError:
 			lvl, msg = slog.LevelInfo, "Closing client"
 		}
 		c.s.log.Log(context.Background(), lvl, msg, append([]any{"remote", c.remote, "reason", reason}, attrs...)...)
@@ -124,9 +124,14 @@ func (c *session) readFailed(err error) {
 	case errors.As(err, &pe):
 		// The Conn has sent the close frame with pe.Code and dropped the
 		// connection (RFC 6455 §7.1.7).
-		if pe.Code == ws.StatusMessageTooBig {
+		switch pe.Code {
+		case ws.StatusMessageTooBig:
 			c.finish(reasonOversize, pe.Code, pe.Reason, "error", pe.Reason)
-		} else {
+		case ws.StatusTryAgainLater:
+			// The in-flight budget (max_inflight_bytes) is taken: the bus
+			// is overloaded, the client did nothing wrong.
+			c.finish(reasonOverloaded, pe.Code, pe.Reason, "error", pe.Reason)
+		default:
 			c.finish(reasonProtocolError, pe.Code, pe.Reason, "code", int(pe.Code), "error", pe.Reason)
 		}
 	case errors.As(err, &ce):
@@ -307,7 +312,7 @@ func (s *Server) Sessions() []SessionInfo {
 type CloseInfo struct {
 	Session SessionInfo
 	Closed  time.Time
-	Reason  string        // the closes-metric label: slow_consumer, oversize, protocol_error, client_close, disconnect, write_error, shutdown
+	Reason  string        // the closes-metric label: slow_consumer, oversize, protocol_error, overloaded (1013: max_inflight_bytes), client_close, disconnect, write_error, shutdown
 	Code    ws.StatusCode // the close code sent or received, 0 when none
 	Detail  string
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -160,5 +161,71 @@ func BenchmarkUTF8Reference(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// variedPayload is bus-like JSON text whose words and numbers are drawn at
+// random: about 1:3 compressed, where benchPayload's repeated message is
+// about 1:47.
+func variedPayload(n int) []byte {
+	words := strings.Fields("what time is it play the news turn on kitchen lights set a timer for minutes weather tomorrow in lisbon skills audio gui speak utterance recognizer loop intent mycroft volume")
+	rng := rand.New(rand.NewPCG(3, 4))
+	var b bytes.Buffer
+	for b.Len() < n {
+		fmt.Fprintf(&b, `{"type":"%s.%s","data":{"utterance":"`, words[rng.IntN(len(words))], words[rng.IntN(len(words))])
+		for range 3 + rng.IntN(8) {
+			fmt.Fprintf(&b, "%s ", words[rng.IntN(len(words))])
+		}
+		fmt.Fprintf(&b, `","confidence":%.4f,"session":"%08x"},"context":{"source":"audio","t":%d}}`+"\n", rng.Float64(), rng.Uint32(), rng.Int64N(1e12))
+	}
+	return b.Bytes()[:n]
+}
+
+// BenchmarkInflateLarge: a server Protocol decodes one compressed message of
+// 1 MiB of bus-like JSON text, as a client compresses it by default, under
+// the default limit (32 MiB) and without a limit. Compressed to more than
+// limit/1032 bytes (varied), a message could inflate past the limit, so
+// under a limit it is measured before it is inflated (startInflate:
+// inflated twice); the repeated message (repetitive) is compressed below
+// that and inflated once.
+func BenchmarkInflateLarge(b *testing.B) {
+	dp := &DeflateParams{ServerNoContextTakeover: true, ClientNoContextTakeover: true}
+	for _, text := range []struct {
+		name string
+		msg  []byte
+	}{{"varied", variedPayload(1 << 20)}, {"repetitive", benchPayload(1 << 20)}} {
+		msg := text.msg
+		wire, err := NewProtocol(Config{Role: RoleClient, Deflate: dp}).AppendMessage(nil, OpText, msg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range []struct {
+			name  string
+			limit int64
+		}{{"limit", 0}, {"unlimited", -1}} {
+			b.Run(text.name+"/"+c.name, func(b *testing.B) {
+				p := NewProtocol(Config{Role: RoleServer, Deflate: dp, MaxMessageSize: c.limit, MaxFrameSize: -1})
+				b.SetBytes(int64(len(msg)))
+				b.ReportAllocs()
+				for b.Loop() {
+					p.Receive(wire)
+					n := 0
+					for {
+						ev, err := p.Next()
+						if err != nil || ev.Kind == EventNone {
+							b.Fatalf("after %d bytes: %v", n, err)
+						}
+						n += len(ev.Payload)
+						if ev.Fin {
+							break
+						}
+					}
+					if n != len(msg) {
+						b.Fatalf("%d bytes, want %d", n, len(msg))
+					}
+				}
+				b.ReportMetric(float64(len(wire)), "wire-B")
+			})
+		}
 	}
 }

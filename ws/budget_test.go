@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -82,7 +83,7 @@ func answer(t *testing.T, url string, send func(context.Context, *Conn) error) S
 }
 
 // answers runs n answers at once and counts their close codes; any code but
-// 1009 and 1013 is an error.
+// 1007, 1009 and 1013 is an error.
 func answers(t *testing.T, n int, answer func() StatusCode) map[StatusCode]int {
 	codes := make(chan StatusCode, n)
 	var wg sync.WaitGroup
@@ -97,8 +98,8 @@ func answers(t *testing.T, n int, answer func() StatusCode) map[StatusCode]int {
 	close(codes)
 	count := map[StatusCode]int{}
 	for code := range codes {
-		if code != StatusMessageTooBig && code != StatusTryAgainLater {
-			t.Errorf("close code %d, want 1009 or 1013", code)
+		if code != StatusMessageTooBig && code != StatusTryAgainLater && code != StatusInvalidFramePayloadData {
+			t.Errorf("close code %d, want 1007, 1009 or 1013", code)
 		}
 		count[code]++
 	}
@@ -107,9 +108,10 @@ func answers(t *testing.T, n int, answer func() StatusCode) map[StatusCode]int {
 
 // TestBudgetDeflateBombs sends many small compressed messages that inflate
 // past the message limit, on many connections at once, to servers sharing a
-// Budget smaller than their limits together. The Budget is never exceeded,
-// every bomb is answered 1009 (too big) or, while the Budget is taken,
-// 1013, the refusals are counted, and everything is given back.
+// Budget smaller than their limits together. Each bomb is measured before
+// it is inflated (startInflate), so every one is answered 1009 (too big),
+// none 1013, and the Budget is never touched: their compressed bytes are
+// below BudgetFree and their inflated bytes are never held.
 func TestBudgetDeflateBombs(t *testing.T) {
 	const (
 		limit = 1 << 20
@@ -124,15 +126,90 @@ func TestBudgetDeflateBombs(t *testing.T) {
 		}
 	})
 	bomb := make([]byte, 8<<20) // zeros: about 8 KB compressed
-	busy := answers(t, conns, func() StatusCode { return closeCode(t, url, bomb) })[StatusTryAgainLater]
-	if p := budget.peak.Load(); p > budget.Limit() || p <= BudgetFree {
-		t.Errorf("peak %d, limit %d", p, budget.Limit())
-	}
-	if got := budget.Refused(); got != uint64(busy) {
-		t.Errorf("Refused %d, %d connections answered 1013", got, busy)
+	n := answers(t, conns, func() StatusCode { return closeCode(t, url, bomb) })
+	if n[StatusMessageTooBig] != conns || budget.Refused() != 0 || budget.peak.Load() != 0 {
+		t.Errorf("answers %v, Refused %d, peak %d: want %d × 1009 and the Budget untouched", n, budget.Refused(), budget.peak.Load(), conns)
 	}
 	waitInUse(t, budget, 0)
-	t.Logf("%d of %d refused with 1013, peak %d of %d bytes", busy, conns, budget.peak.Load(), budget.Limit())
+}
+
+// TestBudgetBombsAnswered1009 is issue 10's figure in small: 100 connections
+// at once each send a deflate bomb (5 MiB of zeros, 5 KB compressed, for a
+// limit of 4 MiB), to servers sharing a Budget of 4 × the limit (100 × the
+// limit would be 400 MiB). Every one is answered 1009, none 1013, and the
+// heap grows by what the connections hold anyway (buffers, inflaters,
+// stacks), not by the bombs: before bombs were measured, most were answered
+// 1013 and the heap grew by the Budget.
+func TestBudgetBombsAnswered1009(t *testing.T) {
+	const (
+		limit = 4 << 20
+		conns = 100
+		slack = 12 << 20 // 100 server and 100 client connections, and the garbage collector's lag: less than the Budget
+	)
+	budget := NewBudget(4 * limit)
+	url := budgetServer(t, &AcceptOptions{EnableCompression: true, MaxMessageSize: limit, Budget: budget}, func(c *Conn) {
+		for {
+			if _, _, err := c.NextMessage(context.Background()); err != nil {
+				return
+			}
+		}
+	})
+	wire := clientWire(t, OpBinary, make([]byte, limit+limit/4))
+	grown, n := rawAnswers(t, url, conns, wire)
+	t.Logf("%v; heap grew by %d MiB at most, Budget %d MiB", n, grown>>20, budget.Limit()>>20)
+	if n[StatusMessageTooBig] != conns || budget.Refused() != 0 || budget.peak.Load() != 0 {
+		t.Errorf("answers %v, Refused %d, peak %d: want %d × 1009 and the Budget untouched", n, budget.Refused(), budget.peak.Load(), conns)
+	}
+	if !raceEnabled && grown > slack {
+		t.Errorf("heap grew by %d MiB for %d bombs", grown>>20, conns)
+	}
+	waitInUse(t, budget, 0)
+}
+
+// clientWire returns the frame a client sends for payload: compressed
+// without context takeover, masked.
+func clientWire(t *testing.T, op Opcode, payload []byte) []byte {
+	t.Helper()
+	cp := NewProtocol(Config{Role: RoleClient, Deflate: &DeflateParams{ServerNoContextTakeover: true, ClientNoContextTakeover: true}})
+	wire, err := cp.AppendMessage(nil, op, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wire
+}
+
+// rawAnswers sends wire as it is on n connections at once, so that the
+// clients cost nothing, and returns how far the heap in use grew above its
+// level before at most (sampled every 2 ms) and the close codes answered.
+func rawAnswers(t *testing.T, url string, n int, wire []byte) (int64, map[StatusCode]int) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base, peak := ms.HeapInuse, uint64(0)
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapInuse)
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+	codes := answers(t, n, func() StatusCode {
+		return answer(t, url, func(_ context.Context, c *Conn) error {
+			_, err := c.NetConn().Write(wire) // masked and compressed once, for all
+			return err
+		})
+	})
+	close(stop)
+	<-sampled
+	return int64(peak) - int64(base), codes
 }
 
 // TestBudgetHeldUntilNextRead checks when a message's charge ends: the
@@ -346,12 +423,14 @@ func TestNextMessageLarge(t *testing.T) {
 	}
 }
 
-// TestBudgetBoundsHeap: deflate bombs on many connections at once, sent as
-// raw frames so that the clients cost nothing, keep the process's heap
-// within the Budget plus what the connections hold anyway. A message that
-// fails must give its memory back before its connection lingers (a
-// regression: the charge went at once, the buffers a second later, and the
-// heap grew to four times the Budget).
+// TestBudgetBoundsHeap: messages of the limit that fail only at their end
+// (compressed text, its last byte invalid UTF-8: measured, they fit, so they
+// are inflated and charged), on many connections at once, sent as raw
+// frames (rawAnswers), keep the process's heap within the Budget plus what
+// the connections hold anyway. A message that fails
+// must give its memory back before its connection lingers (a regression:
+// the charge went at once, the buffers a second later, and the heap grew to
+// four times the Budget).
 func TestBudgetBoundsHeap(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops items under the race detector: the pieces of messages become garbage; make test runs this test without -race")
@@ -369,40 +448,14 @@ func TestBudgetBoundsHeap(t *testing.T) {
 			}
 		}
 	})
-	cp := NewProtocol(Config{Role: RoleClient, Deflate: &DeflateParams{ServerNoContextTakeover: true, ClientNoContextTakeover: true}})
-	wire, err := cp.AppendMessage(nil, OpBinary, make([]byte, limit+limit/4))
-	if err != nil {
-		t.Fatal(err)
+	text := make([]byte, limit)
+	text[limit-1] = 0xff
+	wire := clientWire(t, OpText, text)
+	grown, n := rawAnswers(t, url, conns, wire)
+	t.Logf("%v; heap grew by %d MiB at most, Budget %d MiB", n, grown>>20, budget.Limit()>>20)
+	if n[StatusInvalidFramePayloadData]+n[StatusTryAgainLater] != conns || budget.Refused() != uint64(n[StatusTryAgainLater]) {
+		t.Errorf("answers %v, Refused %d: want 1007 or 1013 for all %d", n, budget.Refused(), conns)
 	}
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	base, peak := ms.HeapInuse, uint64(0)
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var ms runtime.MemStats
-		for {
-			runtime.ReadMemStats(&ms)
-			peak = max(peak, ms.HeapInuse)
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-		}
-	}()
-	n := answers(t, conns, func() StatusCode {
-		return answer(t, url, func(_ context.Context, c *Conn) error {
-			_, err := c.NetConn().Write(wire) // masked and compressed once, for all
-			return err
-		})
-	})
-	close(stop)
-	<-sampled
-	grown := int64(peak) - int64(base)
-	t.Logf("%d × 1009, %d × 1013; heap grew by %d MiB at most, Budget %d MiB", n[StatusMessageTooBig], n[StatusTryAgainLater], grown>>20, budget.Limit()>>20)
 	if grown > budget.Limit()+slack {
 		t.Errorf("heap grew by %d MiB with a Budget of %d MiB", grown>>20, budget.Limit()>>20)
 	}
@@ -433,4 +486,49 @@ func TestBudgetPassesFullMessage(t *testing.T) {
 	if p := budget.peak.Load(); p > 2*limit+limit/8 || budget.Refused() != 0 {
 		t.Errorf("peak %d MiB for a message of %d MiB, %d refused", p>>20, limit>>20, budget.Refused())
 	}
+}
+
+// TestReaderCompressedLimit: a streamed read (Reader) of a compressed
+// message measures it too: a bomb fails Reader itself with 1009, before any
+// byte is handed out and without a Budget charge for its inflated bytes; a
+// large message that fits streams whole.
+func TestReaderCompressedLimit(t *testing.T) {
+	const limit = 2 << 20
+	budget := NewBudget(4 * limit)
+	type read struct {
+		n   int
+		err error
+	}
+	reads := make(chan read, 2)
+	url := budgetServer(t, &AcceptOptions{EnableCompression: true, MaxMessageSize: limit, Budget: budget}, func(c *Conn) {
+		for {
+			_, r, err := c.Reader(context.Background())
+			if err != nil {
+				reads <- read{err: err}
+				return
+			}
+			n, err := io.Copy(io.Discard, r)
+			reads <- read{int(n), err}
+		}
+	})
+	msg := variedPayload(limit)
+	c := dialT(t, url, &DialOptions{EnableCompression: true})
+	if err := c.WriteMessage(context.Background(), TextMessage, msg); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-reads; r.err != nil || r.n != len(msg) {
+		t.Fatalf("streamed %d bytes of %d: %v", r.n, len(msg), r.err)
+	}
+	if code := closeCode(t, url, make([]byte, limit+1)); code != StatusMessageTooBig {
+		t.Errorf("bomb: close code %d, want 1009", code)
+	}
+	var pe *ProtocolError
+	if r := <-reads; !errors.As(r.err, &pe) || pe.Code != StatusMessageTooBig || r.n != 0 {
+		t.Errorf("bomb: Reader returned %v after %d bytes, want 1009 before any", r.err, r.n)
+	}
+	if budget.peak.Load() > limit {
+		t.Errorf("Budget peak %d: the bomb's inflated bytes were charged", budget.peak.Load())
+	}
+	c.CloseNow()
+	waitInUse(t, budget, 0)
 }

@@ -312,9 +312,36 @@ func (d *deflateState) appendInput(chunk []byte, maxMsg int64) *ProtocolError {
 	return nil
 }
 
+// maxInflateRatio bounds what deflate data can inflate to: at most 1032
+// bytes per compressed byte. The largest output per input bit is a
+// length/distance pair: a length is at most 258 bytes (RFC 1951 §3.2.5,
+// code 285, no extra bits), its code takes at least one bit, and so does
+// its distance code (§3.2.7: "If only one distance code is used, it is
+// encoded using one bit, not zero bits"; distance code 0 has no extra
+// bits); so two bits give at most 258 bytes, eight bits 1032. Literals give
+// one byte for at least one bit, stored blocks one byte per byte, and block
+// headers only lower the ratio. The bound is the zlib authors' "theoretical
+// limit ... 1032:1" (zlib.net/zlib_tech.html, "Maximum Compression
+// Factor"); the dictionary of context takeover does not raise it (the
+// pairs only refer back into it).
+const maxInflateRatio = 1032
+
+// mayExceed reports whether n bytes of deflate data (with deflateTail) could
+// inflate past maxMsg bytes (>= 0): n × maxInflateRatio > maxMsg, written
+// without the multiplication that could overflow.
+func mayExceed(n int, maxMsg int64) bool {
+	return int64(n+len(deflateTail)) > maxMsg/maxInflateRatio
+}
+
 // startInflate prepares the inflater for the collected message
-// (RFC 7692 §7.2.2).
-func (d *deflateState) startInflate() {
+// (RFC 7692 §7.2.2). When its compressed bytes could inflate past maxMsg
+// (rare: over maxMsg/1032 bytes compressed, 25 KiB for a limit of 25 MiB),
+// it first inflates them into nothing, counting (measure), and fails with
+// 1009 as soon as the count passes the limit: a message too big is refused
+// without its inflated bytes being held or charged anywhere, whatever the
+// reader (NextMessage, ReadMessage or Reader). A message that fits is then
+// inflated again, for real.
+func (d *deflateState) startInflate(maxMsg int64) *ProtocolError {
 	d.src = inflateSource{a: d.zbuf, b: deflateTail}
 	var dict []byte
 	if d.peerTakeover {
@@ -322,6 +349,45 @@ func (d *deflateState) startInflate() {
 	}
 	d.r = getReader(&d.src, dict)
 	d.inflated = 0
+	if maxMsg < 0 || !mayExceed(len(d.zbuf), maxMsg) {
+		return nil
+	}
+	if perr := d.measure(maxMsg); perr != nil {
+		return perr
+	}
+	d.src = inflateSource{a: d.zbuf, b: deflateTail}
+	_ = d.r.fr.(stdflate.Resetter).Reset(&d.src, dict) // the dictionary is unchanged
+	return nil
+}
+
+// measure inflates the message into the output piece, over and over, and
+// counts: it holds the inflater's window and one 32 KiB piece, whatever the
+// message inflates to. It reads at most maxMsg+1 bytes, fails with 1009
+// past maxMsg and with 1007 on corrupt data, as the real inflation would
+// (text is validated by the real inflation only).
+func (d *deflateState) measure(maxMsg int64) *ProtocolError {
+	if d.out == nil {
+		d.out = chunkPool.Get().(*[]byte)
+	}
+	buf := *d.out
+	var n int64
+	for {
+		b := buf
+		if room := maxMsg - n + 1; room < int64(len(b)) {
+			b = b[:room]
+		}
+		m, err := d.r.fr.Read(b)
+		n += int64(m)
+		if n > maxMsg {
+			return errMsgTooBig
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil || m == 0 {
+			return errBadDeflate
+		}
+	}
 }
 
 // finishInflate releases the inflater after the message.

@@ -374,3 +374,58 @@ func TestContextTakeoverLong(t *testing.T) {
 		}
 	}
 }
+
+// TestInflateMeasured: a compressed message whose compressed bytes could
+// inflate past the limit (more than limit/1032) is measured before it is
+// inflated: one too big fails with 1009 before any of it is handed out, one
+// of exactly the limit passes whole, and with the peer's context takeover
+// the measure reads the same dictionary as the inflation.
+func TestInflateMeasured(t *testing.T) {
+	const limit = 100_000
+	text := variedPayload(limit + 1)
+	for _, tc := range []struct {
+		name string
+		msg  []byte
+		code StatusCode // 0: passes
+	}{
+		{"bomb", make([]byte, 64<<20), StatusMessageTooBig},
+		{"limit+1", text, StatusMessageTooBig},
+		{"limit", text[:limit], 0},
+	} {
+		z := compressRaw(t, tc.msg)
+		if !mayExceed(len(z), limit) {
+			t.Fatalf("%s: %d bytes compressed are not measured", tc.name, len(z))
+		}
+		p := NewProtocol(Config{Role: RoleClient, Deflate: &DeflateParams{}, MaxMessageSize: limit})
+		res := feed(t, p, frame(true, 4, OpText, nil, z), nil)
+		var pe *ProtocolError
+		switch {
+		case tc.code == 0:
+			if res.err != nil || len(res.events) != 1 || res.events[0].Data != string(tc.msg) {
+				t.Errorf("%s: %d events, %v", tc.name, len(res.events), res.err)
+			}
+		case !errors.As(res.err, &pe) || pe.Code != tc.code || res.pieces != 0:
+			t.Errorf("%s: %v after %d pieces, want %d before any", tc.name, res.err, res.pieces, tc.code)
+		default:
+			checkPendingClose(t, tc.name, p, tc.code)
+		}
+	}
+
+	// Context takeover: the second message refers back into the first.
+	cp := NewProtocol(Config{Role: RoleClient, Deflate: &DeflateParams{}, Compression: CompressionOptions{Threshold: -1}})
+	sp := NewProtocol(Config{Role: RoleServer, Deflate: &DeflateParams{}, MaxMessageSize: limit})
+	msg := text[:20000]
+	for i := range 3 {
+		wire, err := cp.AppendMessage(nil, OpText, msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, n, _ := ParseHeader(wire); i > 0 && !mayExceed(len(wire)-n, limit) {
+			t.Fatalf("message %d: %d bytes compressed are not measured", i, len(wire)-n)
+		}
+		res := feed(t, sp, wire, nil)
+		if res.err != nil || len(res.events) != 1 || res.events[0].Data != string(msg) {
+			t.Fatalf("message %d with context takeover: %d events, %v", i, len(res.events), res.err)
+		}
+	}
+}

@@ -96,6 +96,17 @@
 // make the endpoint inflate a large one into memory. Compressed messages
 // are collected compressed until their last frame and then inflated in
 // pieces of at most 32 KiB (see Memory for what that holds, and Budget).
+// Deflate inflates at most 1032 bytes per compressed byte (a match of 258
+// bytes takes at least two bits, RFC 1951 §3.2.5 and §3.2.7); a message
+// compressed to more than MaxMessageSize/1032 bytes (25 KiB for a limit of
+// 25 MiB), which could inflate past the limit, is first inflated into a
+// counter, holding only the inflater's window and one 32 KiB piece, and
+// refused with 1009 as soon as the count passes the limit, before any of it
+// is handed out or charged to a Budget; only a message that fits is then
+// inflated for real. That costs those messages a second inflation
+// (BenchmarkInflateLarge); smaller ones, nearly all, are inflated once. The
+// same holds for every read: NextMessage, ReadMessage and Reader, whose
+// call itself returns the 1009.
 //
 // # Memory
 //
@@ -128,8 +139,11 @@
 //     past the frame's announced end or the message limit. A compressed
 //     message also holds its compressed bytes until its last frame and a
 //     32 KiB piece of inflated output. It is refused with 1009 as soon as
-//     it passes MaxMessageSize, inflated or not, so one connection holds at
-//     most about twice the limit (compressed and inflated). A failed
+//     its compressed bytes pass the limit's bound, and, when it would
+//     inflate past MaxMessageSize, before its inflated bytes are held (see
+//     permessage-deflate: a deflate bomb costs its compressed bytes, the
+//     inflater and one piece); so one connection holds at most about twice
+//     the limit (compressed and inflated), for a message that fits. A failed
 //     NextMessage gives its buffers back before the connection lingers for
 //     the peer's close (up to a second);
 //   - a Budget (AcceptOptions.Budget, DialOptions.Budget, Config.Budget)
@@ -141,7 +155,9 @@
 //     IANA in the close code registry of RFC 6455 §11.7: the server is
 //     overloaded for now, and the same message may pass later; 1009 would
 //     tell the sender the message itself is too big), counted by
-//     Budget.Refused. The Budget counts bytes received, not buffer
+//     Budget.Refused. A message too big once inflated is answered 1009
+//     without a charge for its inflated bytes (it is measured first): only
+//     its compressed bytes count, as they arrive. The Budget counts bytes received, not buffer
 //     capacity: a buffer may be up to twice its message below 1 MiB and up
 //     to 1 MiB larger above. Streamed reads (Reader) are charged only for
 //     the compressed bytes: their payload is the caller's to keep or not;

@@ -168,12 +168,18 @@ func FuzzUTF8(f *testing.F) {
 // FuzzDeflateBudget inflates arbitrary data as a compressed message under a
 // size limit and a Budget that counts every byte: a message whose compressed
 // bytes pass the limit's bound fails with 1009, else one they take past the
-// Budget with 1013, else the outcome is the one without a Budget; and
-// whatever happens, the Budget is given back in full.
+// Budget with 1013, else the outcome is the one without a Budget; a message
+// that inflates past the limit fails with 1009 before any of it is handed
+// out (it is measured first: below 1032 bytes of limit every message is);
+// and whatever happens, the Budget is given back in full.
 func FuzzDeflateBudget(f *testing.F) {
 	f.Add([]byte("\xf2\x48\xcd\xc9\xc9\x07\x00"), uint16(100), uint16(3))
 	f.Add([]byte("\xf2\x48\xcd\xc9\xc9\x07\x00"), uint16(100), uint16(7))
 	f.Add([]byte("\x00\x05\x00\xfa\xffHello\x00"), uint16(3), uint16(64))
+	// The counting path (startInflate's measure): a bomb, and a message of
+	// exactly the limit, both compressed past limit/1032 bytes.
+	f.Add(compressRaw(f, make([]byte, 64<<10)), uint16(5000), uint16(2000))
+	f.Add(compressRaw(f, bytes.Repeat([]byte("ab"), 2500)), uint16(4999), uint16(2000))
 	f.Fuzz(func(t *testing.T, data []byte, limit, budget uint16) {
 		cfg := Config{Role: RoleClient, Deflate: &DeflateParams{}, MaxMessageSize: int64(limit) + 1, MaxFrameSize: -1}
 		wire := frame(true, 4, OpBinary, nil, data)
@@ -197,6 +203,13 @@ func FuzzDeflateBudget(f *testing.F) {
 		default:
 			if (want.err == nil) != (got.err == nil) || len(want.events) != len(got.events) {
 				t.Fatalf("with a Budget: %v, %d events; without: %v, %d events", got.err, len(got.events), want.err, len(want.events))
+			}
+			var pw *ProtocolError
+			if errors.As(want.err, &pw) && (!errors.As(got.err, &pe) || pe.Code != pw.Code) {
+				t.Fatalf("with a Budget: %v; without: %v", got.err, want.err)
+			}
+			if pw != nil && pw.Code == StatusMessageTooBig && (want.pieces != 0 || got.pieces != 0) {
+				t.Fatalf("too big after %d pieces (%d with a Budget)", want.pieces, got.pieces)
 			}
 		}
 		p.Release()

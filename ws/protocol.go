@@ -414,8 +414,10 @@ func (p *Protocol) Next() (Event, error) {
 			}
 			if frameDone && p.hdr.Fin {
 				p.msgOpen = false
+				if perr := p.fl.startInflate(p.maxMsg); perr != nil {
+					return p.fail(perr)
+				}
 				p.inflating = true
-				p.fl.startInflate()
 				return p.nextInflated()
 			}
 			if !frameDone {

@@ -258,7 +258,11 @@ const directReadMin = 8 << 10
 
 // Reader returns the next message as a stream: its type and a reader of its
 // payload, valid until the next read call. A message need not be read to the
-// end; the next read call discards what is left of it.
+// end; the next read call discards what is left of it. A compressed message
+// is streamed once its last frame is in (RFC 7692 §6.1: it is collected
+// compressed); one that would inflate past MaxMessageSize fails Reader
+// itself with 1009, before any of it is read (see permessage-deflate in the
+// package doc).
 func (c *Conn) Reader(ctx context.Context) (Opcode, io.Reader, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
