@@ -2,8 +2,8 @@
 # bench/attack.sh — run every attack of issue 10 against a real `ovbus serve`
 # on 127.0.0.1, one scenario at a time, and write the figures.
 #
-#   bench/attack.sh [--src DIR] [--out DIR] [--name NAME] [--only "churn bomb …"]
-#                   [--soak DURATION | --no-soak] [--smoke] [--rss-limit MiB]
+#   bench/attack.sh [--src DIR] [--rev REV] [--out DIR] [--name NAME] [--only "churn bomb …"]
+#                   [--soak DURATION | --no-soak] [--smoke] [--rss-limit MiB] [--keep]
 #
 # Builds ovbus from DIR (default: this checkout) at its current commit and the
 # harness (bench/attack) from this checkout, then runs each scenario with its
@@ -14,12 +14,17 @@
 # figure. Per-scenario JSON and the servers' logs stay in bench/out/attack-NAME/.
 #
 #   --src DIR     the tree to build ovbus from (e.g. /work/main for a "before")
+#   --rev REV     build ovbus from that commit of DIR's repository instead of its
+#                 working tree (git archive into a temporary directory)
 #   --only LIST   these scenarios only (churn bomb large-idle handshake stalled
 #                 fullbus fdlimit slowcut wtimeout shutdown soak)
 #   --soak D      run the soak for D (default 30m); --no-soak leaves it out
 #   --smoke       tiny counts (seconds per scenario): checks the pipeline only
 #   --rss-limit M a server past M MiB of RSS is killed and the scenario says so
 #                 (default 6144: today's code takes ~5 GB in the bomb scenario)
+#   --keep        keep the other scenarios' results of the same NAME: with --only,
+#                 reruns those scenarios and rewrites the report with all of them
+#                 (each scenario's section names the commits it ran on)
 #
 # Each scenario is bounded by its own -timeout; every server is stopped by the
 # harness, by pid. Needs Linux (/proc) and a file limit of 20 000 for fullbus.
@@ -28,10 +33,11 @@ args="$*"
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
-src=$root out=$root/bench/results name=$(date +%Y-%m-%d) only="" soak=30m smoke=0 rsslimit=6144
+src=$root rev="" out=$root/bench/results name=$(date +%Y-%m-%d) only="" soak=30m smoke=0 rsslimit=6144 keep=0
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--src) src=$(cd "$2" && pwd); shift 2 ;;
+	--rev) rev=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
 	--name) name=$2; shift 2 ;;
 	--only) only=$2; shift 2 ;;
@@ -39,6 +45,7 @@ while [[ $# -gt 0 ]]; do
 	--no-soak) soak=""; shift ;;
 	--smoke) smoke=1; shift ;;
 	--rss-limit) rsslimit=$2; shift 2 ;;
+	--keep) keep=1; shift ;;
 	-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
 	*) echo "attack.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
@@ -46,26 +53,37 @@ done
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 work=$root/bench/out/attack-$name
-rm -rf "$work"
+if [[ $keep == 0 ]]; then rm -rf "$work"; fi
 mkdir -p "$work/bin"
 log() { echo "attack.sh: $*" >&2; }
 
-commit=$(git -C "$src" rev-parse HEAD)
-if [[ -n $(git -C "$src" status --porcelain --untracked-files=no) ]]; then commit+="-dirty"; fi
+if [[ -n $rev ]]; then
+	commit=$(git -C "$src" rev-parse "$rev^{commit}")
+	tree=$(mktemp -d)
+	trap 'rm -rf "$tree"' EXIT
+	git -C "$src" archive "$commit" | tar -x -C "$tree"
+	src_build=$tree
+else
+	commit=$(git -C "$src" rev-parse HEAD)
+	if [[ -n $(git -C "$src" status --porcelain --untracked-files=no) ]]; then commit+="-dirty"; fi
+	src_build=$src
+fi
 harness_commit=$(git -C "$root" rev-parse HEAD)
 if [[ -n $(git -C "$root" status --porcelain --untracked-files=no -- bench/attack bench/attack.sh) ]]; then harness_commit+="-dirty"; fi
 log "building ovbus from $src ($commit)"
-(cd "$src" && go build -o "$work/bin/ovbus" ./cmd/ovbus)
+(cd "$src_build" && go build -o "$work/bin/ovbus" ./cmd/ovbus)
 (cd "$root" && go build -o "$work/bin/attack" ./bench/attack)
 
+all="churn bomb large-idle handshake stalled fullbus fdlimit slowcut wtimeout shutdown soak"
 scen=${only:-"churn bomb large-idle handshake stalled fullbus fdlimit slowcut wtimeout shutdown"}
 if [[ -z $only && -n $soak ]]; then scen+=" soak"; fi
 flags=(-ovbus "$work/bin/ovbus" -rss-limit "$rsslimit")
 if [[ $smoke == 1 ]]; then flags+=(-smoke); fi
-: >"$work/commands.txt"
-files=()
+if [[ $keep == 0 ]]; then : >"$work/commands.txt"; fi
+export ATTACK_OVBUS_COMMIT=$commit ATTACK_HARNESS_COMMIT=$harness_commit
 status=0
 for s in $scen; do
+	rm -rf "${work:?}/$s" "$work/$s.json"
 	extra=()
 	if [[ $s == soak && -n $soak && $smoke == 0 ]]; then extra=(-duration "$soak"); fi
 	cmd=(attack "${flags[@]}" -work "$work/$s" -out "$work/$s.json" "$s" "${extra[@]}")
@@ -75,7 +93,10 @@ for s in $scen; do
 		log "$s: failed, see $work/$s.stderr"
 		status=1
 	fi
-	[[ -f $work/$s.json ]] && files+=("$work/$s.json")
+done
+files=()
+for s in $all; do
+	if [[ -f $work/$s.json ]]; then files+=("$work/$s.json"); fi
 done
 
 python3 - "$work/meta.json" <<PY

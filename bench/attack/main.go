@@ -19,7 +19,7 @@
 //	attack bomb         # 100 deflate messages of 26 MiB of zeros (~26 KB each); peak RSS, close codes
 //	attack large-idle   # 1 000 connections send 683 KiB each, then idle, vs 1 000 that never sent; plain and deflate
 //	attack handshake    # 500 unfinished upgrades with a 1 MB header line; peak RSS, what the server answered
-//	attack stalled      # 200 never-reading clients (deflate, then plain) and a flood; RSS, ovbus_log_bytes, the bound
+//	attack stalled      # 200 never-reading (then slow-reading) clients, deflate and plain, and a flood; RSS, ovbus_log_bytes, the bound
 //	attack fullbus      # 19 000 idle connections; /health and /metrics latency; connection 19 001 vs max_connections
 //	attack fdlimit      # the server's file limit lowered to 5 000, then 5 500 clients; what still answers
 //	attack slowcut      # max_msg_size 1, max_queue_bytes 2 MiB, paced and unpaced senders; who is cut
@@ -113,8 +113,10 @@ type result struct {
 	Command  string                    `json:"command"`
 	Started  time.Time                 `json:"started"`
 	Seconds  float64                   `json:"seconds"`
-	Load     string                    `json:"load_average"` // /proc/loadavg at the start
-	Configs  map[string]map[string]any `json:"configs"`      // websocket section of each server, by label
+	Load     string                    `json:"load_average"`             // /proc/loadavg at the start
+	Ovbus    string                    `json:"ovbus_commit,omitempty"`   // $ATTACK_OVBUS_COMMIT (set by bench/attack.sh)
+	Harness  string                    `json:"harness_commit,omitempty"` // $ATTACK_HARNESS_COMMIT
+	Configs  map[string]map[string]any `json:"configs"`                  // websocket section of each server, by label
 	Figures  []figure                  `json:"figures"`
 	Series   map[string][]sample       `json:"series,omitempty"`
 	Notes    []string                  `json:"notes,omitempty"`
@@ -208,7 +210,7 @@ var smokeArgs = map[string][]string{
 	"bomb":       {"-conns", "5"},
 	"large-idle": {"-conns", "10", "-size-kib", "64", "-wait", "200ms"},
 	"handshake":  {"-conns", "10", "-header-bytes", "100000", "-hold", "500ms"},
-	"stalled":    {"-stalled", "5", "-duration", "1s", "-size-kib", "4", "-max-queue-bytes", "33554432"},
+	"stalled":    {"-stalled", "5", "-duration", "1s", "-size-kib", "4", "-max-queue-bytes", "33554432", "-variants", "deflate,plain-slow"},
 	"fullbus":    {"-conns", "20", "-probes", "3"},
 	"slowcut":    {"-messages", "200", "-rates", "400,0"},
 	"wtimeout":   {"-flood-mib", "16", "-write-timeout", "1"},
@@ -300,7 +302,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	r := &result{Scenario: name, Doc: sc.doc, Target: sc.target, Started: time.Now().UTC(),
-		Command: "attack " + strings.Join(args, " "), Load: loadAverage()}
+		Command: "attack " + strings.Join(args, " "), Load: loadAverage(),
+		Ovbus: os.Getenv("ATTACK_OVBUS_COMMIT"), Harness: os.Getenv("ATTACK_HARNESS_COMMIT")}
 	err := runFn(ctx, e, r)
 	r.Seconds = time.Since(r.Started).Seconds()
 	if err != nil {

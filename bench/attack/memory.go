@@ -7,8 +7,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,7 +51,7 @@ func init() {
 	})
 	register(&scenario{
 		name:    "stalled",
-		doc:     "clients that never read, with and without deflate, and a sender flooding (item 5)",
+		doc:     "clients that never read (or read slowly), with and without deflate, and a sender flooding (item 5)",
 		target:  "RSS within the configured bounds plus a documented constant",
 		timeout: 10 * time.Minute,
 		setup:   setupStalled,
@@ -430,16 +432,17 @@ func setupStalled(fs *flag.FlagSet) func(context.Context, *env, *result) error {
 	dur := fs.Duration("duration", 15*time.Second, "how long the sender floods")
 	size := fs.Int("size-kib", 16, "KiB per flood message (filler compresses about 2:1)")
 	queue := fs.Int64("max-queue-bytes", 64<<20, "the server's max_queue_bytes")
-	variants := fs.String("variants", "deflate,plain", "comma-separated: deflate, plain")
+	variants := fs.String("variants", "deflate,plain,deflate-slow,plain-slow", "comma-separated: deflate, plain (clients that never read); deflate-slow, plain-slow (clients that read, slowly)")
+	slowRate := fs.Int("slow-kib", 256, "KiB per second each -slow client reads")
 	every := fs.Duration("sample", 250*time.Millisecond, "RSS sampling interval")
 	return func(ctx context.Context, e *env, r *result) error {
 		conf := map[string]any{"max_queue_bytes": *queue}
 		r.mib("configured max_queue_bytes", *queue)
 		for _, v := range strings.Split(*variants, ",") {
-			if v != "deflate" && v != "plain" {
+			if !slices.Contains([]string{"deflate", "plain", "deflate-slow", "plain-slow"}, v) {
 				return fmt.Errorf("unknown variant %q", v)
 			}
-			if err := stalledRun(ctx, e, r, v, conf, *stalled, *dur, *size<<10, *queue, *every); err != nil {
+			if err := stalledRun(ctx, e, r, v, conf, *stalled, *dur, *size<<10, *queue, *every, *slowRate<<10); err != nil {
 				return err
 			}
 		}
@@ -448,7 +451,8 @@ func setupStalled(fs *flag.FlagSet) func(context.Context, *env, *result) error {
 	}
 }
 
-func stalledRun(ctx context.Context, e *env, r *result, v string, conf map[string]any, n int, dur time.Duration, size int, queue int64, every time.Duration) error {
+func stalledRun(ctx context.Context, e *env, r *result, v string, conf map[string]any, n int, dur time.Duration, size int, queue int64, every time.Duration, slowRate int) error {
+	deflate := strings.HasPrefix(v, "deflate")
 	s, err := serve(ctx, e, r, "stalled-"+v, conf)
 	if err != nil {
 		return err
@@ -457,10 +461,17 @@ func stalledRun(ctx context.Context, e *env, r *result, v string, conf map[strin
 	sleepCtx(ctx, 500*time.Millisecond)
 	base := s.rss()
 	var errs errCounts
-	cs := connectMany(ctx, s, n, 32, dialOptions{Deflate: v == "deflate"}, true, &errs)
+	cs := connectMany(ctx, s, n, 32, dialOptions{Deflate: deflate}, true, &errs)
 	defer closeAll(cs)
-	if v == "deflate" && len(cs) > 0 && !cs[0].deflate {
+	if deflate && len(cs) > 0 && !cs[0].deflate {
 		return fmt.Errorf("the server did not accept permessage-deflate")
+	}
+	if strings.HasSuffix(v, "-slow") {
+		// Slow readers make the bus write (and, with deflate, compress)
+		// every message while the log is full, instead of blocking early.
+		for _, c := range cs {
+			go readSlowly(c.nc, slowRate)
+		}
 	}
 	sender, err := dial(ctx, s.addr, s.route, dialOptions{})
 	if err != nil {
@@ -523,6 +534,9 @@ func stalledRun(ctx context.Context, e *env, r *result, v string, conf map[strin
 	r.addSeries(v+": RSS MiB", rss)
 	r.addSeries(v+": ovbus_log_bytes MiB", logb)
 	r.fig(v+": stalled clients", float64(len(cs)), "")
+	if strings.HasSuffix(v, "-slow") {
+		r.fig(v+": each reads at most", float64(slowRate>>10), "KiB/s")
+	}
 	r.fig(v+": messages flooded", float64(sent), "")
 	r.mib(v+": bytes flooded", int64(bytes))
 	r.mib(v+": RSS before", base)
@@ -573,4 +587,17 @@ func tcpMemPages() int64 {
 		}
 	}
 	return -1
+}
+
+// readSlowly reads and discards from nc at about rate bytes per second
+// until the connection ends.
+func readSlowly(nc net.Conn, rate int) {
+	buf := make([]byte, 16<<10)
+	tick := time.NewTicker(time.Duration(float64(time.Second) * float64(len(buf)) / float64(rate)))
+	defer tick.Stop()
+	for range tick.C {
+		if _, err := nc.Read(buf); err != nil {
+			return
+		}
+	}
 }

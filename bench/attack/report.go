@@ -97,6 +97,9 @@ func writeMarkdown(w io.Writer, rep report) {
 	for _, r := range rep.Results {
 		fmt.Fprintf(w, "\n## %s\n\n%s.\n\n", r.Scenario, r.Doc)
 		fmt.Fprintf(w, "- command: `%s`\n- target: %s — **%s**\n- load average at start: %s\n", r.Command, r.Target, metText(r), r.Load)
+		if r.Ovbus != "" {
+			fmt.Fprintf(w, "- ovbus commit: %s, harness commit: %s\n", r.Ovbus, r.Harness)
+		}
 		if r.Error != "" {
 			fmt.Fprintf(w, "- error: %s\n", r.Error)
 		}
