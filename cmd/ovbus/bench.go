@@ -115,23 +115,16 @@ func (o *benchOutput) parse(fs *flag.FlagSet, kind string, args []string, stdout
 		return nil, 2, true
 	}
 	if err := o.check(); err != nil {
-		return nil, benchUsageError(fs, stderr, "%v", err), true
+		return nil, usageError(fs, stderr, "%v", err), true
 	}
 	if o.from != "" {
 		return nil, o.replay(kind, stdout, stderr), true
 	}
 	targets, err = o.targets(pos)
 	if err != nil {
-		return nil, benchUsageError(fs, stderr, "%v", err), true
+		return nil, usageError(fs, stderr, "%v", err), true
 	}
 	return targets, 0, false
-}
-
-// benchUsageError prints the message and where to find help; it returns
-// the exit code of a usage error.
-func benchUsageError(fs *flag.FlagSet, stderr io.Writer, format string, a ...any) int {
-	fmt.Fprintf(stderr, "%s: %s\n(see %s --help)\n", fs.Name(), fmt.Sprintf(format, a...), fs.Name())
-	return 2
 }
 
 // targets returns the servers to measure.
@@ -327,7 +320,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if done {
 		return code
 	}
-	usageErr := func(format string, a ...any) int { return benchUsageError(fs, stderr, format, a...) }
+	usageErr := func(format string, a ...any) int { return usageError(fs, stderr, format, a...) }
 	scenarios := []bench.Scenario{{Clients: *clients, Messages: *messages}}
 	if *preset != "" {
 		var err error

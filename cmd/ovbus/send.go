@@ -70,18 +70,6 @@ func (b *busFlags) dialOptions() (*ws.DialOptions, error) {
 	return &ws.DialOptions{TLSConfig: cfg}, nil
 }
 
-// usageError prints msg and the synopsis to stderr and returns exitUsage.
-func usageError(fs *flag.FlagSet, stderr io.Writer, format string, a ...any) int {
-	fmt.Fprintf(stderr, "%s: %s\n", fs.Name(), fmt.Sprintf(format, a...))
-	var synopsis strings.Builder
-	fs.SetOutput(&synopsis)
-	fs.Usage()
-	fs.SetOutput(stderr)
-	first, _, _ := strings.Cut(synopsis.String(), "\n")
-	fmt.Fprintf(stderr, "%s\nRun '%s --help' for the flags.\n", first, fs.Name())
-	return exitUsage
-}
-
 func parseObject(what, s string) (map[string]any, error) {
 	var v any
 	dec := json.NewDecoder(strings.NewReader(s))

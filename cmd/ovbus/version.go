@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -8,40 +9,73 @@ import (
 	"runtime/debug"
 )
 
-func init() { register("version", "print the version, commit and Go version", runVersion) }
+func init() { register("version", "print the version, commit, build date and Go version", runVersion) }
+
+// Stamped by `make release` with -ldflags "-X main.version=… -X main.commit=… -X main.buildDate=…".
+// A plain `go build` or `go install` from a checkout leaves them empty; the commit then comes from
+// the VCS information the Go toolchain embeds.
+var (
+	version   string
+	commit    string
+	buildDate string
+)
 
 func runVersion(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("ovbus version", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs := newFlagSet("version", "ovbus version\n\nPrints the version, the commit and the build date stamped in by make release (or the\ncommit the Go toolchain recorded), and the Go version and platform. Same as ovbus --version.", "", stderr)
+	pos, err := parseArgs(fs, args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) > 0 {
+		return usageError(fs, stderr, "unexpected argument %q", pos[0])
 	}
 	fmt.Fprintln(stdout, versionString())
 	return 0
 }
 
-// versionString reads the module version and the VCS stamp from the build
-// information that the Go toolchain embeds.
-func versionString() string {
-	version, commit, modified := "(devel)", "unknown", false
+// buildVCS returns the commit the binary was built from (shortened to 12 hex digits) with
+// "+dirty" when the tree had uncommitted changes, from the VCS stamp of the build information;
+// "unknown" when there is none (go test, a build outside a checkout, -buildvcs=false).
+func buildVCS() string {
+	rev, modified := "unknown", false
 	if info, ok := debug.ReadBuildInfo(); ok {
-		if v := info.Main.Version; v != "" {
-			version = v
-		}
 		for _, s := range info.Settings {
 			switch s.Key {
 			case "vcs.revision":
-				commit = s.Value
+				rev = s.Value
 			case "vcs.modified":
 				modified = s.Value == "true"
 			}
 		}
 	}
-	if len(commit) > 12 {
-		commit = commit[:12]
+	if len(rev) > 12 {
+		rev = rev[:12]
 	}
 	if modified {
-		commit += "+dirty"
+		rev += "+dirty"
 	}
-	return fmt.Sprintf("ovbus %s (commit %s, %s %s/%s)", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return rev
+}
+
+// versionString is the line of `ovbus version` and `ovbus --version`: the stamped version, commit
+// and build date, or what the build information knows.
+func versionString() string {
+	v, c, d := version, commit, buildDate
+	if v == "" {
+		v = "(devel)"
+		if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+			v = info.Main.Version
+		}
+	}
+	if c == "" {
+		c = buildVCS()
+	}
+	date := ""
+	if d != "" {
+		date = ", built " + d
+	}
+	return fmt.Sprintf("ovbus %s (commit %s%s, %s %s/%s)", v, c, date, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
