@@ -224,7 +224,7 @@ func TestOversize(t *testing.T) {
 }
 
 func TestSlowConsumer(t *testing.T) {
-	s, url := testServer(t, Options{MaxQueueBytes: 1 << 20, MaxQueueMessages: 10000, WriteTimeout: 5 * time.Second})
+	s, url := testServer(t, Options{MaxMsgSize: 1 << 20, MaxQueueBytes: 1 << 20, MaxQueueMessages: 10000, WriteTimeout: 5 * time.Second})
 	fast := dial(t, url, nil)
 	slow := dial(t, url, &ws.DialOptions{NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)

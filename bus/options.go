@@ -4,8 +4,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/ovbus/ovbus/config"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -16,7 +16,8 @@ import (
 )
 
 // Built-in values used for zero Options fields. They are the OVOS defaults
-// (spec §4) plus ovbus's own limits.
+// (docs/protocol.md §4) plus ovbus's own limits. Package config reads them
+// from here: they have no other copy.
 const (
 	DefaultHost             = "127.0.0.1"
 	DefaultPort             = 8181
@@ -29,80 +30,111 @@ const (
 	DefaultShutdownTimeout  = 5 * time.Second
 )
 
+// Limits of the options, checked by Validate.
+const (
+	MaxMsgSizeLimit       = 4096 << 20 // the largest MaxMsgSize: 4 GiB
+	MaxQueueMessagesLimit = 1 << 26    // the largest MaxQueueMessages
+)
+
 // DefaultFilterLogs returns the message types left out of the filter DEBUG
 // line when Options.FilterLogs is nil (websocket.filter_logs).
 func DefaultFilterLogs() []string { return []string{"gui.status.request", "gui.page.upload"} }
 
+// DefaultQueueBytes returns the MaxQueueBytes used when it is zero:
+// DefaultMaxQueueBytes, or twice maxMsgSize when that does not fit in it,
+// so that a client can always be sent a full-size message.
+func DefaultQueueBytes(maxMsgSize int64) int64 {
+	if maxMsgSize > DefaultMaxQueueBytes {
+		return 2 * maxMsgSize
+	}
+	return DefaultMaxQueueBytes
+}
+
 // Options configures a Server. The zero value is a drop-in ovos-messagebus:
 // ws://127.0.0.1:8181/core, every origin, no authentication. The serve
-// command fills it from the merged OVOS configuration; embedders fill what
-// they need. New clones it, so the caller may reuse it.
+// command fills it from the merged OVOS configuration (package config);
+// embedders fill what they need. New clones it, so the caller may reuse it.
+//
+// Each field's tag `ovbus:"name,reload"` gives its name in the configuration
+// (docs/protocol.md §4), which Diff, Apply and Validate use, and says whether
+// Apply changes it on a running server ("live") or keeps it until a restart
+// ("restart"). A field without a tag is restart under its Go name; "-" is
+// not an option (Apply always keeps it). Adding a field here and a row to
+// package config's key table is all a new configuration key takes.
 type Options struct {
 	// Addr is the listen address ("host:port"). When empty it is Host:Port.
-	Addr string
+	Addr string `ovbus:"address,restart"`
 	// Host and Port are websocket.host and websocket.port.
-	Host string
-	Port int
+	Host string `ovbus:"host,restart"`
+	Port int    `ovbus:"port,restart"`
 	// Route is the exact URL path upgraded to a WebSocket (websocket.route).
-	Route string
+	Route string `ovbus:"route,restart"`
 	// TLSConfig, when set, serves wss:// on the same address (websocket.ssl).
-	TLSConfig *tls.Config
+	TLSConfig *tls.Config `ovbus:"ssl,restart"`
 
 	// MaxMsgSize is the largest message a client may send, in bytes
 	// (websocket.max_msg_size × 1 MiB). A larger one closes the sender with
-	// 1009 and is not relayed.
-	MaxMsgSize int64
+	// 1009 and is not relayed. Lowered by Apply, it applies to connected
+	// clients too.
+	MaxMsgSize int64 `ovbus:"max_msg_size,live"`
 
 	// Filter writes one DEBUG line per relayed message (websocket.filter).
-	Filter bool
+	Filter bool `ovbus:"filter,live"`
 	// FilterLogs are the message types left out of that line; nil means
 	// DefaultFilterLogs.
-	FilterLogs []string
+	FilterLogs []string `ovbus:"filter_logs,live"`
 
 	// MaxQueueMessages and MaxQueueBytes bound how far one client may fall
 	// behind the bus. A client further behind is closed with 1008 "slow
-	// consumer"; nobody else is slowed.
-	MaxQueueMessages int
-	MaxQueueBytes    int64
+	// consumer"; nobody else is slowed. A zero MaxQueueBytes is
+	// DefaultQueueBytes(MaxMsgSize).
+	MaxQueueMessages int   `ovbus:"max_queue_messages,live"`
+	MaxQueueBytes    int64 `ovbus:"max_queue_bytes,live"`
 	// WriteTimeout bounds one batched write to a client; a client that does
 	// not take its data within it is closed as a slow consumer. (A batch
 	// may get up to 50 ms or a sixteenth of it less: the deadline is not
 	// moved for every batch of a burst.)
-	WriteTimeout time.Duration
+	WriteTimeout time.Duration `ovbus:"write_timeout,live"`
 
 	// HandshakeTimeout bounds the HTTP upgrade of a new connection.
-	HandshakeTimeout time.Duration
+	HandshakeTimeout time.Duration `ovbus:"handshake_timeout,live"`
 	// ShutdownTimeout bounds the flush of queued messages in Shutdown; a
 	// negative value drops the connections at once.
-	ShutdownTimeout time.Duration
+	ShutdownTimeout time.Duration `ovbus:"shutdown_timeout,live"`
 	// CloseFramesOnShutdown sends a 1001 close frame to every client on
 	// shutdown. By default the connections are dropped without one, as the
 	// Tornado bus does, because OVOS's Python client reconnects only after a
-	// dropped connection (spec §8).
-	CloseFramesOnShutdown bool
+	// dropped connection (docs/protocol.md §8).
+	CloseFramesOnShutdown bool `ovbus:"close_frames_on_shutdown,live"`
 
 	// DisableCompression turns permessage-deflate off. When it is on,
-	// clients that offer it get every message compressed once for all of them.
-	DisableCompression bool
+	// clients that offer it get every message compressed once for all of
+	// them. Both compression fields need a restart: the greeting and every
+	// published frame are encoded with the settings New was given, and a
+	// connection keeps what it negotiated.
+	DisableCompression bool `ovbus:"compression,restart"`
 	// Compression sets the deflate level and threshold (zero: ws defaults).
-	Compression ws.CompressionOptions
+	Compression ws.CompressionOptions `ovbus:"compression,restart"`
 
 	// MetricsAddress, when set, serves Prometheus metrics at /metrics on a
 	// listener of its own.
-	MetricsAddress string
+	MetricsAddress string `ovbus:"metrics_address,restart"`
 
 	// AllowedOrigins lists the accepted Origin headers ('*' matches any run
-	// of characters, case is ignored). Empty accepts every origin, as
-	// Tornado does. Requests without an Origin header are always accepted.
-	AllowedOrigins []string
+	// of characters, case is ignored; see OriginAllowed). Empty accepts
+	// every origin, as Tornado does. Requests without an Origin header are
+	// always accepted. Apply changes it for new connections.
+	AllowedOrigins []string `ovbus:"allowed_origins,live"`
 
 	// Auth restricts who may connect and what they may send and receive.
-	// The zero value allows everything.
-	Auth Auth
+	// The zero value allows everything. Apply changes it for new
+	// connections.
+	Auth Auth `ovbus:"auth,live"`
 
 	// Logger receives the bus's log lines; nil means slog.Default() with the
-	// attribute logger=bus.
-	Logger *slog.Logger
+	// attribute logger=bus. Apply keeps the running one (change the level
+	// through its handler).
+	Logger *slog.Logger `ovbus:"-"`
 }
 
 // Auth is the optional access control of the bus.
@@ -117,11 +149,13 @@ type Auth struct {
 // Enabled reports whether any client can be restricted.
 func (a Auth) Enabled() bool { return a.Required || len(a.Tokens) > 0 }
 
-// Permissions says which message types a client may send and receive: the
-// config package's type, with its pattern rules (a nil list allows every
-// type, an empty one none, '*' stands for any run of characters, a frame
-// without a type is matched as "").
-type Permissions = config.Permissions
+// Defaults returns the options a zero Options stands for: every field at
+// its default, except Addr (Host:Port) and Logger, which New derives.
+func Defaults() Options {
+	o := Options{}.withDefaults()
+	o.Addr, o.Logger = "", nil
+	return o
+}
 
 // withDefaults returns a copy of o with every zero field set to its default.
 func (o Options) withDefaults() Options {
@@ -149,7 +183,7 @@ func (o Options) withDefaults() Options {
 		o.MaxQueueMessages = DefaultMaxQueueMessages
 	}
 	if o.MaxQueueBytes == 0 {
-		o.MaxQueueBytes = DefaultMaxQueueBytes
+		o.MaxQueueBytes = DefaultQueueBytes(o.MaxMsgSize)
 	}
 	if o.WriteTimeout == 0 {
 		o.WriteTimeout = DefaultWriteTimeout
@@ -160,7 +194,11 @@ func (o Options) withDefaults() Options {
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
 	}
-	o.AllowedOrigins = slices.Clone(o.AllowedOrigins)
+	if len(o.AllowedOrigins) == 0 {
+		o.AllowedOrigins = nil // empty and nil both accept every origin
+	} else {
+		o.AllowedOrigins = slices.Clone(o.AllowedOrigins)
+	}
 	if o.Auth.Tokens != nil {
 		toks := make(map[string]Permissions, len(o.Auth.Tokens))
 		for k, p := range o.Auth.Tokens {
@@ -174,33 +212,95 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// validate checks the options after withDefaults, field against field.
+// An OptionError is an option New, Apply or Validate cannot use. Option
+// names it as the configuration does (docs/protocol.md §4), so that package
+// config can point at the file and line that set it.
+type OptionError struct {
+	Option string // "port", "max_queue_bytes", "auth"
+	Msg    string // what is wrong and what was expected
+}
+
+func (e *OptionError) Error() string { return e.Option + ": " + e.Msg }
+
+// Validate checks o as New would, with zero fields at their defaults: each
+// field, then field against field. The error joins one *OptionError per
+// fault, in field order (read the first with errors.As).
+func (o Options) Validate() error {
+	d := o.withDefaults()
+	return d.validate()
+}
+
+// validate checks the options after withDefaults.
 func (o *Options) validate() error {
 	var errs []error
-	if !strings.HasPrefix(o.Route, "/") {
-		errs = append(errs, fmt.Errorf("route %q must start with /", o.Route))
+	bad := func(option, format string, args ...any) {
+		errs = append(errs, &OptionError{option, fmt.Sprintf(format, args...)})
+	}
+	if strings.ContainsAny(o.Host, " /") {
+		bad("host", "expected a host name or IP address, got %q", o.Host)
 	}
 	if o.Port < 0 || o.Port > 65535 {
-		errs = append(errs, fmt.Errorf("port %d is not in 0..65535", o.Port))
+		bad("port", "expected an integer 0-65535, got %d", o.Port)
 	}
-	if o.MaxMsgSize < 0 {
-		errs = append(errs, fmt.Errorf("max message size %d is negative", o.MaxMsgSize))
+	if !strings.HasPrefix(o.Route, "/") {
+		bad("route", "must start with \"/\", got %q", o.Route)
+	} else if strings.ContainsAny(o.Route, "?# ") {
+		bad("route", "must be a plain URL path, got %q", o.Route)
 	}
-	if o.MaxQueueMessages < 1 {
-		errs = append(errs, fmt.Errorf("max queue messages %d must be at least 1", o.MaxQueueMessages))
+	if o.MaxMsgSize < 0 || o.MaxMsgSize > MaxMsgSizeLimit {
+		bad("max_msg_size", "expected a number of bytes greater than 0 and at most %d, got %d", MaxMsgSizeLimit, o.MaxMsgSize)
 	}
-	if o.MaxQueueMessages > 1<<26 {
-		errs = append(errs, fmt.Errorf("max queue messages %d is over %d", o.MaxQueueMessages, 1<<26))
+	for i, t := range o.FilterLogs {
+		if t == "" {
+			bad("filter_logs", "entry %d is empty", i)
+		}
+	}
+	if o.MaxQueueMessages < 1 || o.MaxQueueMessages > MaxQueueMessagesLimit {
+		bad("max_queue_messages", "expected an integer greater than 0 and at most %d, got %d", MaxQueueMessagesLimit, o.MaxQueueMessages)
 	}
 	if o.MaxQueueBytes < 1 {
-		errs = append(errs, fmt.Errorf("max queue bytes %d must be positive", o.MaxQueueBytes))
+		bad("max_queue_bytes", "expected a number of bytes greater than 0, got %d", o.MaxQueueBytes)
+	} else if o.MaxQueueBytes < o.MaxMsgSize {
+		bad("max_queue_bytes", "%d is smaller than max_msg_size (%d bytes): a client could never be sent a full-size message",
+			o.MaxQueueBytes, o.MaxMsgSize)
 	}
-	if o.WriteTimeout < 0 || o.HandshakeTimeout < 0 {
-		errs = append(errs, errors.New("write and handshake timeouts must not be negative"))
+	if o.WriteTimeout < 0 {
+		bad("write_timeout", "expected seconds greater than 0, got %v", o.WriteTimeout.Seconds())
 	}
-	for tok := range o.Auth.Tokens {
-		if tok == "" {
-			errs = append(errs, errors.New("auth: empty token"))
+	if o.HandshakeTimeout < 0 {
+		bad("handshake_timeout", "expected seconds greater than 0, got %v", o.HandshakeTimeout.Seconds())
+	}
+	if o.MetricsAddress != "" {
+		h, p, err := net.SplitHostPort(o.MetricsAddress)
+		n, perr := strconv.Atoi(p)
+		bh, bp, _ := net.SplitHostPort(o.Addr)
+		busPort, _ := strconv.Atoi(bp)
+		switch {
+		case err != nil:
+			bad("metrics_address", "expected host:port such as \"127.0.0.1:9181\", got %q", o.MetricsAddress)
+		case perr != nil || n < 0 || n > 65535:
+			bad("metrics_address", "expected a port 0-65535 in %q", o.MetricsAddress)
+		case n != 0 && n == busPort && (h == bh || h == "" || bh == "" || bh == "0.0.0.0" || h == "0.0.0.0"):
+			bad("metrics_address", "%q is the bus's own address", o.MetricsAddress)
+		}
+	}
+	for i, origin := range o.AllowedOrigins {
+		if strings.TrimSpace(origin) == "" {
+			bad("allowed_origins", "entry %d is empty", i)
+		}
+	}
+	if o.Auth.Required && len(o.Auth.Tokens) == 0 {
+		bad("auth", "required is true but no tokens are configured: no client could connect")
+	}
+	for _, tok := range slices.Sorted(maps.Keys(o.Auth.Tokens)) {
+		p := o.Auth.Tokens[tok]
+		if strings.TrimSpace(tok) == "" {
+			bad("auth", "tokens: a token must not be empty")
+		}
+		for _, pat := range slices.Concat(p.Emit, p.Receive) {
+			if pat == "" {
+				bad("auth", "tokens: %s: a permission pattern must not be empty", p.Label(tok))
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -208,5 +308,5 @@ func (o *Options) validate() error {
 
 // originAllowed reports whether an upgrade with this Origin is accepted.
 func (o *Options) originAllowed(origin string) bool {
-	return config.OriginAllowed(o.AllowedOrigins, origin)
+	return OriginAllowed(o.AllowedOrigins, origin)
 }

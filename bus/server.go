@@ -79,24 +79,6 @@ type Server struct {
 	shutOnce   sync.Once
 }
 
-// liveOptions are the options in force; Apply replaces them.
-type liveOptions struct {
-	opts Options
-	// needTypes: some client has receive permissions, so every published
-	// entry carries its message type.
-	needTypes bool
-}
-
-func newLive(o Options) *liveOptions {
-	l := &liveOptions{opts: o}
-	for _, p := range o.Auth.Tokens {
-		if p.Receive != nil {
-			l.needTypes = true
-		}
-	}
-	return l
-}
-
 // New returns a Server for opts; it does not listen yet (see Start,
 // ListenAndServe, Serve, or use it as an http.Handler).
 func New(opts Options) (*Server, error) {
@@ -532,78 +514,6 @@ func (s *Server) flushed(target uint64) bool {
 	}
 	return true
 }
-
-// Apply changes the options in force. Filter, filter logs, max message size
-// (for new connections; existing ones are held to a lowered limit too),
-// queue bounds, timeouts, close frames on shutdown, compression (for new
-// connections), allowed origins and auth (for new connections) change live.
-// The address, route, TLS and metrics address need a restart: they are
-// reported in restart and keep their current values; the Logger stays too
-// (change the level through its handler). changed lists the option names
-// that changed live.
-func (s *Server) Apply(opts Options) (changed, restart []string, err error) {
-	o := opts.withDefaults()
-	if err := o.validate(); err != nil {
-		return nil, nil, fmt.Errorf("bus: %w", err)
-	}
-	old := s.live.Load().opts
-	if o.Addr != old.Addr {
-		restart = append(restart, "address")
-	}
-	if o.Route != old.Route {
-		restart = append(restart, "route")
-	}
-	if (o.TLSConfig == nil) != (old.TLSConfig == nil) {
-		restart = append(restart, "ssl")
-	}
-	if o.MetricsAddress != old.MetricsAddress {
-		restart = append(restart, "metrics_address")
-	}
-	o.Addr, o.Host, o.Port, o.Route = old.Addr, old.Host, old.Port, old.Route
-	o.TLSConfig, o.MetricsAddress, o.Logger = old.TLSConfig, old.MetricsAddress, old.Logger
-
-	diff := func(name string, differ bool) {
-		if differ {
-			changed = append(changed, name)
-		}
-	}
-	diff("filter", o.Filter != old.Filter)
-	diff("filter_logs", !slices.Equal(o.FilterLogs, old.FilterLogs))
-	diff("max_msg_size", o.MaxMsgSize != old.MaxMsgSize)
-	diff("max_queue_messages", o.MaxQueueMessages != old.MaxQueueMessages)
-	diff("max_queue_bytes", o.MaxQueueBytes != old.MaxQueueBytes)
-	diff("write_timeout", o.WriteTimeout != old.WriteTimeout)
-	diff("handshake_timeout", o.HandshakeTimeout != old.HandshakeTimeout)
-	diff("shutdown_timeout", o.ShutdownTimeout != old.ShutdownTimeout)
-	diff("close_frames_on_shutdown", o.CloseFramesOnShutdown != old.CloseFramesOnShutdown)
-	diff("compression", o.DisableCompression != old.DisableCompression || o.Compression != old.Compression)
-	diff("allowed_origins", !slices.Equal(o.AllowedOrigins, old.AllowedOrigins))
-	diff("auth", !authEqual(o.Auth, old.Auth))
-
-	if o.MaxQueueMessages != old.MaxQueueMessages || o.MaxQueueBytes != old.MaxQueueBytes {
-		s.hub.setLimits(o.MaxQueueMessages, o.MaxQueueBytes)
-	}
-	s.live.Store(newLive(o))
-	return changed, restart, nil
-}
-
-func authEqual(a, b Auth) bool {
-	if a.Required != b.Required || len(a.Tokens) != len(b.Tokens) {
-		return false
-	}
-	for k, p := range a.Tokens {
-		q, ok := b.Tokens[k]
-		if !ok || p.Name != q.Name || !slices.Equal(p.Emit, q.Emit) || !slices.Equal(p.Receive, q.Receive) ||
-			(p.Emit == nil) != (q.Emit == nil) || (p.Receive == nil) != (q.Receive == nil) {
-			return false
-		}
-	}
-	return true
-}
-
-// Live returns the options in force (those given to New, changed by Apply),
-// with defaults filled in.
-func (s *Server) Live() Options { return s.live.Load().opts }
 
 // Clients returns the number of connected clients.
 func (s *Server) Clients() int {

@@ -152,6 +152,3 @@ func asStringList(v any) ([]string, error) {
 	}
 	return out, nil
 }
-
-// seconds renders a duration the way the configuration writes it.
-func seconds(d time.Duration) float64 { return d.Seconds() }

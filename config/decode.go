@@ -3,11 +3,12 @@ package config
 import (
 	"fmt"
 	"maps"
-	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/ovbus/ovbus/bus"
 )
 
 // builtIn is the provenance of a key no layer set.
@@ -40,13 +41,17 @@ func (d *decoder) field(key string, conv func(any) error) {
 		return
 	}
 	if err := conv(v); err != nil {
+		if ce, ok := err.(*Error); ok {
+			d.err = ce // already placed (auth)
+			return
+		}
 		d.err = d.m.errorPath(path, err.Error())
 	}
 }
 
 func decode(m *merger, loc *locations, prov *Provenance) (*Config, error) {
 	c := Default()
-	c.MaxMsgSizeMiB = fallbackMaxMsgSizeMiB
+	c.Bus.MaxMsgSize = fallbackMaxMsgSizeMiB * MiB
 	c.LogFile = filepath.Join(loc.stateHome, loc.base, "bus.log")
 
 	ws := map[string]any{}
@@ -58,61 +63,30 @@ func decode(m *merger, loc *locations, prov *Provenance) (*Config, error) {
 		return nil, m.errorPath("websocket", "expected an object, got "+describe(v))
 	}
 	d := &decoder{m: m, ws: ws, prov: prov}
-	const portWant = "an integer 0-65535"
-
-	d.field("host", func(v any) (err error) { c.Host, err = asString(v); return })
-	d.field("port", func(v any) error {
-		n, err := asInt(v, 0, 65535, portWant)
-		c.Port = int(n)
-		return err
-	})
-	d.field("route", func(v any) (err error) { c.Route, err = asString(v); return })
-	d.field("ssl", func(v any) (err error) { c.SSL, err = asBool(v); return })
-	d.field("ssl_cert", func(v any) (err error) { c.SSLCert, err = asString(v); return })
-	d.field("ssl_key", func(v any) (err error) { c.SSLKey, err = asString(v); return })
-	d.field("max_msg_size", func(v any) (err error) {
-		c.MaxMsgSizeMiB, err = asFloat(v, "a size in MiB (a number greater than 0)")
-		return
-	})
-	if _, ok := ws["max_msg_size"]; !ok {
-		prov.sources["max_msg_size"] = builtIn + " (the handler's fallback when the key is missing)"
+	for _, k := range websocketKeys() {
+		if k.kind == kindAuth {
+			d.field(k.name, func(v any) (err error) { c.Bus.Auth, err = decodeAuth(m, v); return })
+			continue
+		}
+		d.field(k.name, func(v any) error { return k.kind.decode(v, k.field(c)) })
 	}
-	d.field("filter", func(v any) (err error) { c.Filter, err = asBool(v); return })
-	d.field("filter_logs", func(v any) (err error) { c.FilterLogs, err = asStringList(v); return })
-	d.field("shared_connection", func(v any) (err error) { c.SharedConnection, err = asBool(v); return })
-	d.field("max_queue_bytes", func(v any) (err error) {
-		c.MaxQueueBytes, err = asInt(v, 1, math.MaxInt64, "a number of bytes greater than 0")
-		return
-	})
-	d.field("max_queue_messages", func(v any) error {
-		n, err := asInt(v, 1, math.MaxInt32, "an integer greater than 0")
-		c.MaxQueueMessages = int(n)
-		return err
-	})
-	d.field("write_timeout", func(v any) (err error) { c.WriteTimeout, err = asSeconds(v); return })
-	d.field("handshake_timeout", func(v any) (err error) { c.HandshakeTimeout, err = asSeconds(v); return })
-	d.field("shutdown_timeout", func(v any) (err error) { c.ShutdownTimeout, err = asSeconds(v); return })
-	d.field("close_frames_on_shutdown", func(v any) (err error) { c.CloseFramesOnShutdown, err = asBool(v); return })
-	d.field("compression", func(v any) (err error) { c.Compression, err = asBool(v); return })
-	d.field("metrics_address", func(v any) (err error) { c.MetricsAddress, err = asString(v); return })
-	d.field("allowed_origins", func(v any) (err error) { c.AllowedOrigins, err = asStringList(v); return })
-	d.field("log_file", func(v any) (err error) { c.LogFile, err = asString(v); return })
-	if v, ok := ws["auth"]; ok && v != nil && d.err == nil {
-		c.Auth, d.err = decodeAuth(m, v)
-	}
-	d.field("auth", func(any) error { return nil }) // provenance only
 	if d.err != nil {
 		return nil, d.err
+	}
+	if _, ok := ws["max_msg_size"]; !ok {
+		prov.sources["max_msg_size"] = builtIn + " (the handler's fallback when the key is missing)"
 	}
 	if err := decodeLogLevel(m, c, prov); err != nil {
 		return nil, err
 	}
 
-	// A larger max_msg_size than the default queue holds raises the queue
-	// bound unless someone set it: a config Tornado accepts must start.
-	if prov.sources["max_queue_bytes"] == builtIn && c.MaxMsgSizeMiB > 0 && c.MaxQueueBytes < c.MaxMsgSize() {
-		c.MaxQueueBytes = 2 * c.MaxMsgSize()
-		prov.sources["max_queue_bytes"] = builtIn + " (raised to 2 × max_msg_size)"
+	// Unset, max_queue_bytes is the bus's default for this max_msg_size: a
+	// config Tornado accepts must start.
+	if prov.sources["max_queue_bytes"] == builtIn {
+		c.Bus.MaxQueueBytes = bus.DefaultQueueBytes(c.Bus.MaxMsgSize)
+		if c.Bus.MaxQueueBytes != bus.DefaultMaxQueueBytes {
+			prov.sources["max_queue_bytes"] = builtIn + " (raised to 2 × max_msg_size)"
+		}
 	}
 	if c.SSL && (c.SSLCert == "") != (c.SSLKey == "") {
 		set, unset := "ssl_cert", "ssl_key"
@@ -123,7 +97,7 @@ func decode(m *merger, loc *locations, prov *Provenance) (*Config, error) {
 			"websocket.%s is set but websocket.%s is not: a self-signed pair is generated or reused instead", set, unset))
 	}
 	for _, k := range slices.Sorted(maps.Keys(ws)) {
-		if slices.Contains(knownKeys, k) || slices.Contains(clientKeys, k) {
+		if lookupKey(k) != nil && k != "log_level" || slices.Contains(clientKeys, k) {
 			continue
 		}
 		hint := "unknown key, ignored"
@@ -192,8 +166,8 @@ func decodeLogLevel(m *merger, c *Config, prov *Provenance) error {
 //	{"required": false, "tokens": {"<token>": {"name": "...", "emit": [...], "receive": [...]}}}
 //
 // Unknown keys are errors here: a misspelt permission must not grant more.
-func decodeAuth(m *merger, v any) (Auth, error) {
-	var a Auth
+func decodeAuth(m *merger, v any) (bus.Auth, error) {
+	var a bus.Auth
 	base := join("websocket", "auth")
 	am, ok := v.(map[string]any)
 	if !ok {
@@ -219,7 +193,7 @@ func decodeAuth(m *merger, v any) (Auth, error) {
 			if !ok {
 				return a, m.errorPath(path, expected("an object mapping each token to its permissions", val).Error())
 			}
-			a.Tokens = make(map[string]Permissions, len(tm))
+			a.Tokens = make(map[string]bus.Permissions, len(tm))
 			for _, tok := range slices.Sorted(maps.Keys(tm)) {
 				p, err := decodePermissions(m, join(path, tok), tok, tm[tok])
 				if err != nil {
@@ -234,8 +208,8 @@ func decodeAuth(m *merger, v any) (Auth, error) {
 	return a, nil
 }
 
-func decodePermissions(m *merger, path, tok string, v any) (Permissions, error) {
-	var p Permissions
+func decodePermissions(m *merger, path, tok string, v any) (bus.Permissions, error) {
+	var p bus.Permissions
 	if v == nil {
 		return p, nil
 	}
@@ -243,7 +217,7 @@ func decodePermissions(m *merger, path, tok string, v any) (Permissions, error) 
 	if name, _ := pm["name"].(string); name != "" {
 		p.Name = name
 	}
-	shown := "websocket.auth.tokens[" + tokenLabel(tok, p) + "]"
+	shown := "websocket.auth.tokens[" + p.Label(tok) + "]"
 	if !ok {
 		return p, m.errorPathKey(path, shown, expected(`an object {"name": ..., "emit": [...], "receive": [...]}`, v).Error())
 	}

@@ -1,66 +1,66 @@
 package config
 
 import (
-	"maps"
+	"reflect"
 	"slices"
+
+	"github.com/ovbus/ovbus/bus"
 )
 
 // Diff lists the keys whose values differ between old and new, split into
 // those the running bus can apply at once (live) and those that take a
-// restart (restart). Keys are named as in the configuration: "port",
-// "max_msg_size", "log_level". Each field is compared explicitly, so a new
-// field must be added here; TestDiffCoversEveryKey checks that.
+// restart (restart), in the key table's order. Keys are named as in the
+// configuration: "port", "max_msg_size", "log_level".
 //
-// Live keys apply to messages and connections from the moment of the
-// reload: a smaller max_msg_size or queue bound applies to what is read or
-// queued afterwards, auth and allowed_origins to connections accepted
-// afterwards (the bus may also re-check existing ones), the timeouts to the
-// next write, handshake or shutdown.
+// The bus's keys are compared and classified by bus.Diff, the same answer
+// bus.Server.Apply gives; the keys of config's own by their rows in the
+// key table. Live keys apply to messages and connections from the moment
+// of the reload: a smaller max_msg_size or queue bound applies to what is
+// read or queued afterwards, auth and allowed_origins to connections
+// accepted afterwards, the timeouts to the next write, handshake or
+// shutdown, log_level at once.
 func Diff(old, new *Config) (live, restart []string) {
-	l := func(changed bool, key string) {
-		if changed {
-			live = append(live, key)
+	live, restart = bus.Diff(old.Options(), new.Options())
+	for i := range keys {
+		k := &keys[i]
+		if k.own == nil || reflect.DeepEqual(k.value(old), k.value(new)) {
+			continue
+		}
+		if k.when() == bus.Live {
+			live = append(live, k.name)
+		} else {
+			restart = append(restart, k.name)
 		}
 	}
-	r := func(changed bool, key string) {
-		if changed {
-			restart = append(restart, key)
-		}
-	}
-	r(old.Host != new.Host, "host")
-	r(old.Port != new.Port, "port")
-	r(old.Route != new.Route, "route")
-	r(old.SSL != new.SSL, "ssl")
-	r(old.SSLCert != new.SSLCert, "ssl_cert")
-	r(old.SSLKey != new.SSLKey, "ssl_key")
-	l(old.MaxMsgSizeMiB != new.MaxMsgSizeMiB, "max_msg_size")
-	l(old.Filter != new.Filter, "filter")
-	l(!slices.Equal(old.FilterLogs, new.FilterLogs), "filter_logs")
-	// Read by clients only: nothing in the bus to change.
-	l(old.SharedConnection != new.SharedConnection, "shared_connection")
-	l(old.MaxQueueBytes != new.MaxQueueBytes, "max_queue_bytes")
-	l(old.MaxQueueMessages != new.MaxQueueMessages, "max_queue_messages")
-	l(old.WriteTimeout != new.WriteTimeout, "write_timeout")
-	l(old.HandshakeTimeout != new.HandshakeTimeout, "handshake_timeout")
-	l(old.ShutdownTimeout != new.ShutdownTimeout, "shutdown_timeout")
-	l(old.CloseFramesOnShutdown != new.CloseFramesOnShutdown, "close_frames_on_shutdown")
-	r(old.Compression != new.Compression, "compression")
-	r(old.MetricsAddress != new.MetricsAddress, "metrics_address")
-	l(!slices.Equal(old.AllowedOrigins, new.AllowedOrigins), "allowed_origins")
-	l(!old.Auth.equal(new.Auth), "auth")
-	r(old.LogFile != new.LogFile, "log_file")
-	l(old.LogLevel != new.LogLevel, "log_level")
-	return live, restart
+	return inTableOrder(live), inTableOrder(restart)
 }
 
-func (a Auth) equal(b Auth) bool {
-	if a.Required != b.Required || len(a.Tokens) != len(b.Tokens) {
-		return false
+// inTableOrder sorts key names as the key table lists them; a name that is
+// not in it (a bus option without a key) comes last.
+func inTableOrder(names []string) []string {
+	rank := func(name string) int {
+		for i := range keys {
+			if keys[i].name == name {
+				return i
+			}
+		}
+		return len(keys)
 	}
-	return maps.EqualFunc(a.Tokens, b.Tokens, func(p, q Permissions) bool {
-		// nil (all types) and empty (no type) differ in meaning.
-		return p.Name == q.Name &&
-			(p.Emit == nil) == (q.Emit == nil) && slices.Equal(p.Emit, q.Emit) &&
-			(p.Receive == nil) == (q.Receive == nil) && slices.Equal(p.Receive, q.Receive)
-	})
+	slices.SortStableFunc(names, func(a, b string) int { return rank(a) - rank(b) })
+	return names
+}
+
+// Reload compares the running configuration c with next, loaded again on
+// SIGHUP, and returns the configuration then in force: next, with every
+// key that needs a restart kept at its running value (so that a later
+// reload reports it again), plus what Diff says changed.
+func (c *Config) Reload(next *Config) (applied *Config, live, restart []string) {
+	live, restart = Diff(c, next)
+	applied = next.Clone()
+	for _, name := range restart {
+		if k := lookupKey(name); k != nil {
+			reflect.ValueOf(k.field(applied)).Elem().Set(reflect.ValueOf(k.field(c)).Elem())
+		}
+	}
+	return applied, live, restart
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/ovbus/ovbus/bus"
 	"slices"
 	"strings"
 	"testing"
@@ -10,26 +11,26 @@ import (
 // mutations changes exactly one key of a Config; one entry per key of
 // Keys(). TestDiffCoversEveryKey fails when a key is missing here or in Diff.
 var mutations = map[string]func(*Config){
-	"host":                     func(c *Config) { c.Host = "0.0.0.0" },
-	"port":                     func(c *Config) { c.Port++ },
-	"route":                    func(c *Config) { c.Route = "/other" },
+	"host":                     func(c *Config) { c.Bus.Host = "0.0.0.0" },
+	"port":                     func(c *Config) { c.Bus.Port++ },
+	"route":                    func(c *Config) { c.Bus.Route = "/other" },
 	"ssl":                      func(c *Config) { c.SSL = !c.SSL },
 	"ssl_cert":                 func(c *Config) { c.SSLCert = "/c.pem" },
 	"ssl_key":                  func(c *Config) { c.SSLKey = "/k.pem" },
-	"max_msg_size":             func(c *Config) { c.MaxMsgSizeMiB = 1 },
-	"filter":                   func(c *Config) { c.Filter = !c.Filter },
-	"filter_logs":              func(c *Config) { c.FilterLogs = append(c.FilterLogs, "x") },
+	"max_msg_size":             func(c *Config) { c.Bus.MaxMsgSize = MiB },
+	"filter":                   func(c *Config) { c.Bus.Filter = !c.Bus.Filter },
+	"filter_logs":              func(c *Config) { c.Bus.FilterLogs = append(c.Bus.FilterLogs, "x") },
 	"shared_connection":        func(c *Config) { c.SharedConnection = !c.SharedConnection },
-	"max_queue_bytes":          func(c *Config) { c.MaxQueueBytes++ },
-	"max_queue_messages":       func(c *Config) { c.MaxQueueMessages++ },
-	"write_timeout":            func(c *Config) { c.WriteTimeout += time.Second },
-	"handshake_timeout":        func(c *Config) { c.HandshakeTimeout += time.Second },
-	"shutdown_timeout":         func(c *Config) { c.ShutdownTimeout += time.Second },
-	"close_frames_on_shutdown": func(c *Config) { c.CloseFramesOnShutdown = !c.CloseFramesOnShutdown },
-	"compression":              func(c *Config) { c.Compression = !c.Compression },
-	"metrics_address":          func(c *Config) { c.MetricsAddress = "127.0.0.1:9181" },
-	"allowed_origins":          func(c *Config) { c.AllowedOrigins = []string{"http://x"} },
-	"auth":                     func(c *Config) { c.Auth.Tokens = map[string]Permissions{"t": {}} },
+	"max_queue_bytes":          func(c *Config) { c.Bus.MaxQueueBytes++ },
+	"max_queue_messages":       func(c *Config) { c.Bus.MaxQueueMessages++ },
+	"write_timeout":            func(c *Config) { c.Bus.WriteTimeout += time.Second },
+	"handshake_timeout":        func(c *Config) { c.Bus.HandshakeTimeout += time.Second },
+	"shutdown_timeout":         func(c *Config) { c.Bus.ShutdownTimeout += time.Second },
+	"close_frames_on_shutdown": func(c *Config) { c.Bus.CloseFramesOnShutdown = !c.Bus.CloseFramesOnShutdown },
+	"compression":              func(c *Config) { c.Bus.DisableCompression = !c.Bus.DisableCompression },
+	"metrics_address":          func(c *Config) { c.Bus.MetricsAddress = "127.0.0.1:9181" },
+	"allowed_origins":          func(c *Config) { c.Bus.AllowedOrigins = []string{"http://x"} },
+	"auth":                     func(c *Config) { c.Bus.Auth.Tokens = map[string]bus.Permissions{"t": {}} },
 	"log_file":                 func(c *Config) { c.LogFile = "/x.log" },
 	"log_level":                func(c *Config) { c.LogLevel = "DEBUG" },
 }
@@ -54,7 +55,7 @@ func TestDiffCoversEveryKey(t *testing.T) {
 		if wantRestart := slices.Contains(restartKeys, key); wantRestart != (len(restart) == 1) {
 			t.Errorf("%s: restart = %v, want restart %v", key, restart, wantRestart)
 		}
-		if old.value(key) == nil && key != "ssl_cert" && key != "ssl_key" {
+		if lookupKey(key).value(old) == nil && key != "ssl_cert" && key != "ssl_key" {
 			t.Errorf("Print shows no value for %s", key)
 		}
 	}
@@ -69,10 +70,10 @@ func TestDiff(t *testing.T) {
 	if live, restart := Diff(old, new); live != nil || restart != nil {
 		t.Fatalf("Diff of clones = %v %v", live, restart)
 	}
-	new.Port = 9000
-	new.Filter = true
+	new.Bus.Port = 9000
+	new.Bus.Filter = true
 	new.LogLevel = "DEBUG"
-	new.Compression = false
+	new.Bus.DisableCompression = true
 	live, restart := Diff(old, new)
 	if got := strings.Join(live, ","); got != "filter,log_level" {
 		t.Errorf("live = %s", got)
@@ -83,12 +84,12 @@ func TestDiff(t *testing.T) {
 
 	// Permissions: absent (all) and empty (none) differ.
 	a, b := Default(), Default()
-	a.Auth.Tokens = map[string]Permissions{"t": {Emit: nil}}
-	b.Auth.Tokens = map[string]Permissions{"t": {Emit: []string{}}}
+	a.Bus.Auth.Tokens = map[string]bus.Permissions{"t": {Emit: nil}}
+	b.Bus.Auth.Tokens = map[string]bus.Permissions{"t": {Emit: []string{}}}
 	if live, _ := Diff(a, b); !slices.Equal(live, []string{"auth"}) {
 		t.Errorf("nil vs empty emit: live = %v", live)
 	}
-	b.Auth.Tokens = map[string]Permissions{"t": {}}
+	b.Bus.Auth.Tokens = map[string]bus.Permissions{"t": {}}
 	if live, _ := Diff(a, b); live != nil {
 		t.Errorf("equal auth: live = %v", live)
 	}
@@ -96,12 +97,12 @@ func TestDiff(t *testing.T) {
 
 func TestCloneIsDeep(t *testing.T) {
 	c := Default()
-	c.Auth.Tokens = map[string]Permissions{"t": {Emit: []string{"a"}}}
+	c.Bus.Auth.Tokens = map[string]bus.Permissions{"t": {Emit: []string{"a"}}}
 	d := c.Clone()
-	d.FilterLogs[0] = "changed"
-	d.Auth.Tokens["t"].Emit[0] = "changed"
-	d.Auth.Tokens["u"] = Permissions{}
-	if c.FilterLogs[0] == "changed" || c.Auth.Tokens["t"].Emit[0] == "changed" || len(c.Auth.Tokens) != 1 {
+	d.Bus.FilterLogs[0] = "changed"
+	d.Bus.Auth.Tokens["t"].Emit[0] = "changed"
+	d.Bus.Auth.Tokens["u"] = bus.Permissions{}
+	if c.Bus.FilterLogs[0] == "changed" || c.Bus.Auth.Tokens["t"].Emit[0] == "changed" || len(c.Bus.Auth.Tokens) != 1 {
 		t.Error("Clone shares memory with the original")
 	}
 }

@@ -16,7 +16,8 @@
 // (lists included) replaces the one below:
 //
 //  1. default: $OVOS_DEFAULT_CONFIG, else the bundled defaults
-//     (defaults.conf in this package: the spec's websocket table);
+//     (defaults.conf in this package: the websocket table of
+//     docs/protocol.md §4);
 //  2. remote cache: $MYCROFT_WEB_CACHE, else
 //     $XDG_CONFIG_HOME/<base>/web_cache.json. Its websocket and system
 //     sections never apply, nor any key in system.protected_keys.remote;
@@ -97,7 +98,7 @@
 //	                                              --shutdown-timeout                           SIGINT/SIGTERM; 0 drops at once
 //	close_frames_on_shutdown  false               OVOS_BUS_CLOSE_FRAMES_ON_SHUTDOWN   live     send 1001 close frames on shutdown;
 //	                                              --close-frames-on-shutdown                   off because OVOS clients do not
-//	                                                                                           reconnect after one (spec §8)
+//	                                                                                           reconnect after one (docs/protocol.md §8)
 //	compression               true                OVOS_BUS_COMPRESSION --compression  restart  permessage-deflate for clients that
 //	                                                                                           offer it
 //	metrics_address           "" (off)            OVOS_BUS_METRICS_ADDRESS            restart  host:port of a separate /metrics
@@ -154,7 +155,7 @@
 // presents its token is up to package bus. For each token, "emit" lists the
 // message types the client may send and "receive" those delivered to it; a
 // list that is absent allows every type, an empty list none. In patterns '*'
-// stands for any run of characters (MatchType); a frame without a type
+// stands for any run of characters (bus.MatchType); a frame without a type
 // (encrypted frames) is matched as "", so only "*" lets it through. "name"
 // labels the token in logs and metrics. Any other key under auth or a token
 // is an error, so that a misspelling cannot grant more than meant. Print shows
@@ -169,8 +170,32 @@
 // which key it came from: "system /etc/mycroft/mycroft.conf
 // (logging.bus.log_level)".
 //
+// The reload column is the bus's answer (each bus.Options field's tag) for
+// the bus's keys and the key table's for the others; a test checks that this
+// table agrees. Built-in values of the bus's keys are the bus's
+// (bus.Defaults); config keeps no copy of them.
+//
+// # Adding a key
+//
+// Every key is one row of the key table (keys in keys.go), from which
+// decoding, the variables, the flags and their help, provenance, the
+// unknown-key warnings, Print and Diff are driven. A key the bus reads takes
+// one field in bus.Options, tagged `ovbus:"name,live"` or
+// `ovbus:"name,restart"` (its default goes in bus.Options.withDefaults, its
+// checks in bus.Options.Validate), plus one row whose bus func points at the
+// field:
+//
+//	{name: "max_peers", env: env1("OVOS_BUS_MAX_PEERS"), flag: "max-peers", kind: kindCount,
+//		bus: func(o *bus.Options) any { return &o.MaxPeers }, doc: "peers a node accepts"},
+//
+// A key only config or the serve command reads gets a Config field and a
+// row with own and reload instead. Then add a line to the table above.
+// TestKeysReachTheBus and TestEveryBusOptionHasAKey check the wiring.
+//
 // # Reload
 //
-// Load again on SIGHUP and call Diff(old, new): the live keys can be applied
-// to the running bus, the restart keys are logged as needing a restart.
+// Load again on SIGHUP and call running.Reload(next): it returns the
+// configuration in force afterwards (restart keys keep their running
+// values) and what Diff says changed, live and needing a restart. Pass the
+// result's Options to bus.Server.Apply, which applies the live keys.
 package config

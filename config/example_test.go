@@ -37,7 +37,7 @@ func ExampleLoad() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(cfg.Address(), cfg.Route, cfg.MaxMsgSize(), cfg.LogLevel)
+	fmt.Println(cfg.Address(), cfg.Bus.Route, cfg.Bus.MaxMsgSize, cfg.LogLevel)
 	fmt.Println("port from", prov.Source("port"))
 	fmt.Println("route from", prov.Source("route"))
 	fmt.Println("log_level from", prov.Source("log_level"))

@@ -281,8 +281,8 @@ func Load(opts LoadOptions) (*Config, *Provenance, error) {
 	if err != nil {
 		return nil, prov, err
 	}
-	if errs := cfg.check(); len(errs) > 0 {
-		return nil, prov, m.errorAt(errs[0].key, errs[0].msg)
+	if k, msg := cfg.check(); k != nil {
+		return nil, prov, m.errorAt(k, msg)
 	}
 	return cfg, prov, nil
 }
@@ -362,15 +362,6 @@ func protect(data map[string]any, keys []string) {
 	}
 }
 
-// knownKeys are the websocket keys ovbus reads, in the order Print shows.
-var knownKeys = []string{
-	"host", "port", "route", "ssl", "ssl_cert", "ssl_key", "max_msg_size",
-	"filter", "filter_logs", "shared_connection",
-	"max_queue_bytes", "max_queue_messages", "write_timeout", "handshake_timeout",
-	"shutdown_timeout", "close_frames_on_shutdown", "compression",
-	"metrics_address", "allowed_origins", "auth", "log_file",
-}
-
 // clientKeys are websocket keys meant for clients that the bus ignores.
 var clientKeys = []string{"secret_key", "allow_unencrypted"}
 
@@ -413,7 +404,11 @@ func keepBusSections(l *layer) error {
 	_, hasWS := d["websocket"]
 	_, hasLog := d["logging"]
 	if !hasWS && !hasLog {
-		for _, k := range slices.Concat(knownKeys, slices.Sorted(maps.Keys(aliases))) {
+		var names []string
+		for _, k := range websocketKeys() {
+			names = append(names, k.name)
+		}
+		for _, k := range slices.Concat(names, slices.Sorted(maps.Keys(aliases))) {
 			if _, ok := d[k]; ok {
 				p := l.tree.pos[k]
 				return &Error{File: l.file, Line: p.line, Col: p.col, Key: k,

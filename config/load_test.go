@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"flag"
+	"github.com/ovbus/ovbus/bus"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -151,8 +152,8 @@ func TestLayerPrecedence(t *testing.T) {
 				f.env[k] = v
 			}
 			c, p := f.mustLoad()
-			if c.Port != tt.want {
-				t.Errorf("port = %d, want %d", c.Port, tt.want)
+			if c.Bus.Port != tt.want {
+				t.Errorf("port = %d, want %d", c.Bus.Port, tt.want)
 			}
 			if src := p.Source("port"); !strings.HasPrefix(src, tt.src) {
 				t.Errorf("Source(port) = %q, want prefix %q", src, tt.src)
@@ -168,8 +169,8 @@ func TestXDGConfigDirsReverseOrder(t *testing.T) {
 	f.write("second/mycroft/mycroft.conf", `{"websocket": {"port": 2, "host": "second"}}`)
 	f.write("first/mycroft/mycroft.conf", `{"websocket": {"port": 3}}`)
 	c, p := f.mustLoad()
-	if c.Port != 3 || c.Host != "second" || c.Route != "/user" {
-		t.Errorf("got port %d host %q route %q, want 3 second /user", c.Port, c.Host, c.Route)
+	if c.Bus.Port != 3 || c.Bus.Host != "second" || c.Bus.Route != "/user" {
+		t.Errorf("got port %d host %q route %q, want 3 second /user", c.Bus.Port, c.Bus.Host, c.Bus.Route)
 	}
 	if got, want := p.Source("port"), "xdg "+f.path("first/mycroft/mycroft.conf"); got != want {
 		t.Errorf("Source(port) = %q, want %q", got, want)
@@ -181,11 +182,11 @@ func TestDeepMerge(t *testing.T) {
 	f.write(systemConf, `{"websocket": {"filter_logs": ["a", "b"], "auth": {"tokens": {"tok-system-0000": {"name": "sys"}}}}}`)
 	f.write(userConf, `{"websocket": {"filter_logs": ["c"], "auth": {"tokens": {"tok-user-000000": {"name": "usr"}}}}}`)
 	c, p := f.mustLoad()
-	if strings.Join(c.FilterLogs, ",") != "c" {
-		t.Errorf("lists replace, got %v", c.FilterLogs)
+	if strings.Join(c.Bus.FilterLogs, ",") != "c" {
+		t.Errorf("lists replace, got %v", c.Bus.FilterLogs)
 	}
-	if len(c.Auth.Tokens) != 2 {
-		t.Errorf("objects merge key by key, got %v", c.Auth.Tokens)
+	if len(c.Bus.Auth.Tokens) != 2 {
+		t.Errorf("objects merge key by key, got %v", c.Bus.Auth.Tokens)
 	}
 	want := "system " + f.path(systemConf) + " + user " + f.path(userConf)
 	if got := p.Source("auth"); got != want {
@@ -202,14 +203,14 @@ func TestRemoteCache(t *testing.T) {
 		"system": {"disable_user_config": true}}`)
 	f.write(userConf, `{"websocket": {"route": "/user"}}`)
 	c, p := f.mustLoad()
-	if c.Port != 8181 || c.Host != "127.0.0.1" {
-		t.Errorf("the remote cache changed the protected websocket section: %s:%d", c.Host, c.Port)
+	if c.Bus.Port != 8181 || c.Bus.Host != "127.0.0.1" {
+		t.Errorf("the remote cache changed the protected websocket section: %s:%d", c.Bus.Host, c.Bus.Port)
 	}
 	if c.LogLevel != "DEBUG" || !strings.HasPrefix(p.Source("log_level"), "remote "+f.path(webCache)) {
 		t.Errorf("log_level = %s from %q, want DEBUG from the remote cache", c.LogLevel, p.Source("log_level"))
 	}
-	if c.Route != "/user" {
-		t.Errorf("system from the remote cache applied: route %q", c.Route)
+	if c.Bus.Route != "/user" {
+		t.Errorf("system from the remote cache applied: route %q", c.Bus.Route)
 	}
 
 	// MYCROFT_WEB_CACHE moves it.
@@ -274,8 +275,8 @@ func TestSystemConstraints(t *testing.T) {
 				f.env["OVOS_DEFAULT_CONFIG"] = f.path("default.conf")
 			}
 			c, p := f.mustLoad()
-			if c.Route != tt.wantRoute || c.LogLevel != tt.wantLevel {
-				t.Errorf("route %q level %s, want %q %s", c.Route, c.LogLevel, tt.wantRoute, tt.wantLevel)
+			if c.Bus.Route != tt.wantRoute || c.LogLevel != tt.wantLevel {
+				t.Errorf("route %q level %s, want %q %s", c.Bus.Route, c.LogLevel, tt.wantRoute, tt.wantLevel)
 			}
 			if tt.skipped != "" {
 				found := false
@@ -295,8 +296,8 @@ func TestSystemConstraints(t *testing.T) {
 		f.write(systemConf, `{"system": {"protected_keys": {"user": ["websocket:route"]}}}`)
 		f.write(userConf, `{"websocket": {"route": "/user", "port": 1234}}`)
 		c, _ := f.mustLoad()
-		if c.Port != 1234 {
-			t.Errorf("port = %d", c.Port)
+		if c.Bus.Port != 1234 {
+			t.Errorf("port = %d", c.Bus.Port)
 		}
 	})
 }
@@ -315,8 +316,8 @@ func TestCommentsAndFormats(t *testing.T) {
 }
 `)
 	c, _ := f.mustLoad()
-	if c.Port != 1111 || c.Host != "0.0.0.0" {
-		t.Errorf("got %s:%d", c.Host, c.Port)
+	if c.Bus.Port != 1111 || c.Bus.Host != "0.0.0.0" {
+		t.Errorf("got %s:%d", c.Bus.Host, c.Bus.Port)
 	}
 
 	// YAML, with an anchor and a merge key.
@@ -339,8 +340,8 @@ logging:
     log_level: debug
 `)
 	c, p := f.mustLoad()
-	if c.Port != 2222 || c.Route != "/yaml" || c.MaxMsgSize() != 512*1024 || c.WriteTimeout != 250*time.Millisecond {
-		t.Errorf("yaml: port %d route %q size %d write %v", c.Port, c.Route, c.MaxMsgSize(), c.WriteTimeout)
+	if c.Bus.Port != 2222 || c.Bus.Route != "/yaml" || c.Bus.MaxMsgSize != 512*1024 || c.Bus.WriteTimeout != 250*time.Millisecond {
+		t.Errorf("yaml: port %d route %q size %d write %v", c.Bus.Port, c.Bus.Route, c.Bus.MaxMsgSize, c.Bus.WriteTimeout)
 	}
 	if c.LogLevel != "DEBUG" || !strings.HasSuffix(p.Source("log_level"), "(logging.bus.log_level)") {
 		t.Errorf("log level %s from %q", c.LogLevel, p.Source("log_level"))
@@ -360,14 +361,14 @@ func TestBusConfigFile(t *testing.T) {
 		queue               int
 		level               string
 	}{
-		{"json", "bus.json", `{"websocket": {"port": 3001}}`, 3001, DefaultMaxQueueMessages, "INFO"},
-		{"conf with comments", "bus.conf", "// c\n{\"websocket\": {\"port\": 3002}}", 3002, DefaultMaxQueueMessages, "INFO"},
+		{"json", "bus.json", `{"websocket": {"port": 3001}}`, 3001, bus.DefaultMaxQueueMessages, "INFO"},
+		{"conf with comments", "bus.conf", "// c\n{\"websocket\": {\"port\": 3002}}", 3002, bus.DefaultMaxQueueMessages, "INFO"},
 		{"yaml", "bus.yaml", "websocket:\n  port: 3003\n  message_buffer_capacity: 2048\n", 3003, 2048, "INFO"},
-		{"yaml without extension", "busconfig", "websocket:\n  port: 3004\n", 3004, DefaultMaxQueueMessages, "INFO"},
-		{"json without extension", "busconfig", "# c\n{\"websocket\": {\"port\": 3005}}", 3005, DefaultMaxQueueMessages, "INFO"},
+		{"yaml without extension", "busconfig", "websocket:\n  port: 3004\n", 3004, bus.DefaultMaxQueueMessages, "INFO"},
+		{"json without extension", "busconfig", "# c\n{\"websocket\": {\"port\": 3005}}", 3005, bus.DefaultMaxQueueMessages, "INFO"},
 		{"whole mycroft.conf", "mycroft.conf",
 			`{"lang": "en-us", "system": {"disable_user_config": true}, "websocket": {"port": 3006}, "logging": {"log_level": "WARNING"}}`,
-			3006, DefaultMaxQueueMessages, "WARNING"},
+			3006, bus.DefaultMaxQueueMessages, "WARNING"},
 		{"alias and canonical", "bus.json",
 			`{"websocket": {"message_buffer_capacity": 5, "max_queue_messages": 7}}`, 8181, 7, "INFO"},
 	}
@@ -377,11 +378,11 @@ func TestBusConfigFile(t *testing.T) {
 			f.write(userConf, `{"websocket": {"route": "/user"}}`)
 			f.env["OVOS_BUS_CONFIG_FILE"] = f.write(tt.file, tt.content)
 			c, p := f.mustLoad()
-			if c.Port != tt.port || c.MaxQueueMessages != tt.queue || c.LogLevel != tt.level {
-				t.Errorf("port %d queue %d level %s, want %d %d %s", c.Port, c.MaxQueueMessages, c.LogLevel, tt.port, tt.queue, tt.level)
+			if c.Bus.Port != tt.port || c.Bus.MaxQueueMessages != tt.queue || c.LogLevel != tt.level {
+				t.Errorf("port %d queue %d level %s, want %d %d %s", c.Bus.Port, c.Bus.MaxQueueMessages, c.LogLevel, tt.port, tt.queue, tt.level)
 			}
-			if c.Route != "/user" {
-				t.Errorf("the bus file's system section applied: route %q", c.Route)
+			if c.Bus.Route != "/user" {
+				t.Errorf("the bus file's system section applied: route %q", c.Bus.Route)
 			}
 			if tt.port != 8181 {
 				if want := "bus-file " + f.path(tt.file); p.Source("port") != want {
@@ -398,28 +399,28 @@ func TestEnvVariables(t *testing.T) {
 		value string
 		check func(*Config) bool
 	}{
-		{"OVOS_BUS_HOST", "0.0.0.0", func(c *Config) bool { return c.Host == "0.0.0.0" }},
-		{"OVOS_BUS_PORT", "1337", func(c *Config) bool { return c.Port == 1337 }},
-		{"OVOS_BUS_ROUTE", "/bus", func(c *Config) bool { return c.Route == "/bus" }},
-		{"OVOS_BUS_MAX_MSG_SIZE", "42", func(c *Config) bool { return c.MaxMsgSize() == 42*MiB }},
-		{"OVOS_BUS_MAX_MSG_SIZE", "1.5", func(c *Config) bool { return c.MaxMsgSize() == 3*MiB/2 }},
+		{"OVOS_BUS_HOST", "0.0.0.0", func(c *Config) bool { return c.Bus.Host == "0.0.0.0" }},
+		{"OVOS_BUS_PORT", "1337", func(c *Config) bool { return c.Bus.Port == 1337 }},
+		{"OVOS_BUS_ROUTE", "/bus", func(c *Config) bool { return c.Bus.Route == "/bus" }},
+		{"OVOS_BUS_MAX_MSG_SIZE", "42", func(c *Config) bool { return c.Bus.MaxMsgSize == 42*MiB }},
+		{"OVOS_BUS_MAX_MSG_SIZE", "1.5", func(c *Config) bool { return c.Bus.MaxMsgSize == 3*MiB/2 }},
 		{"OVOS_BUS_USE_SSL", "", func(c *Config) bool { return c.SSL }},
 		{"OVOS_BUS_USE_SSL", "1", func(c *Config) bool { return c.SSL }},
 		{"OVOS_BUS_USE_SSL", "false", func(c *Config) bool { return !c.SSL }},
-		{"OVOS_BUS_MSG_BUFFER_CAPACITY", "4096", func(c *Config) bool { return c.MaxQueueMessages == 4096 }},
-		{"OVOS_BUS_MAX_QUEUE_MESSAGES", "77", func(c *Config) bool { return c.MaxQueueMessages == 77 }},
-		{"OVOS_BUS_MAX_QUEUE_BYTES", "104857600", func(c *Config) bool { return c.MaxQueueBytes == 100*MiB }},
+		{"OVOS_BUS_MSG_BUFFER_CAPACITY", "4096", func(c *Config) bool { return c.Bus.MaxQueueMessages == 4096 }},
+		{"OVOS_BUS_MAX_QUEUE_MESSAGES", "77", func(c *Config) bool { return c.Bus.MaxQueueMessages == 77 }},
+		{"OVOS_BUS_MAX_QUEUE_BYTES", "104857600", func(c *Config) bool { return c.Bus.MaxQueueBytes == 100*MiB }},
 		{"OVOS_BUS_SSL_CERT", "/c.pem", func(c *Config) bool { return c.SSLCert == "/c.pem" }},
 		{"OVOS_BUS_SSL_KEY", "/k.pem", func(c *Config) bool { return c.SSLKey == "/k.pem" }},
-		{"OVOS_BUS_FILTER", "true", func(c *Config) bool { return c.Filter }},
-		{"OVOS_BUS_FILTER_LOGS", "a, b,,c", func(c *Config) bool { return strings.Join(c.FilterLogs, "|") == "a|b|c" }},
-		{"OVOS_BUS_WRITE_TIMEOUT", "2.5", func(c *Config) bool { return c.WriteTimeout == 2500*time.Millisecond }},
-		{"OVOS_BUS_HANDSHAKE_TIMEOUT", "3s", func(c *Config) bool { return c.HandshakeTimeout == 3*time.Second }},
-		{"OVOS_BUS_SHUTDOWN_TIMEOUT", "0", func(c *Config) bool { return c.ShutdownTimeout == 0 }},
-		{"OVOS_BUS_CLOSE_FRAMES_ON_SHUTDOWN", "yes", func(c *Config) bool { return c.CloseFramesOnShutdown }},
-		{"OVOS_BUS_COMPRESSION", "off", func(c *Config) bool { return !c.Compression }},
-		{"OVOS_BUS_METRICS_ADDRESS", "127.0.0.1:9181", func(c *Config) bool { return c.MetricsAddress == "127.0.0.1:9181" }},
-		{"OVOS_BUS_ALLOWED_ORIGINS", "http://localhost:*,https://ovos.local", func(c *Config) bool { return len(c.AllowedOrigins) == 2 }},
+		{"OVOS_BUS_FILTER", "true", func(c *Config) bool { return c.Bus.Filter }},
+		{"OVOS_BUS_FILTER_LOGS", "a, b,,c", func(c *Config) bool { return strings.Join(c.Bus.FilterLogs, "|") == "a|b|c" }},
+		{"OVOS_BUS_WRITE_TIMEOUT", "2.5", func(c *Config) bool { return c.Bus.WriteTimeout == 2500*time.Millisecond }},
+		{"OVOS_BUS_HANDSHAKE_TIMEOUT", "3s", func(c *Config) bool { return c.Bus.HandshakeTimeout == 3*time.Second }},
+		{"OVOS_BUS_SHUTDOWN_TIMEOUT", "0", func(c *Config) bool { return c.Bus.ShutdownTimeout < 0 }},
+		{"OVOS_BUS_CLOSE_FRAMES_ON_SHUTDOWN", "yes", func(c *Config) bool { return c.Bus.CloseFramesOnShutdown }},
+		{"OVOS_BUS_COMPRESSION", "off", func(c *Config) bool { return c.Bus.DisableCompression }},
+		{"OVOS_BUS_METRICS_ADDRESS", "127.0.0.1:9181", func(c *Config) bool { return c.Bus.MetricsAddress == "127.0.0.1:9181" }},
+		{"OVOS_BUS_ALLOWED_ORIGINS", "http://localhost:*,https://ovos.local", func(c *Config) bool { return len(c.Bus.AllowedOrigins) == 2 }},
 		{"OVOS_BUS_LOG_FILE", "", func(c *Config) bool { return c.LogFile == "" }},
 		{"OVOS_BUS_LOG_FILE", "/var/log/bus.log", func(c *Config) bool { return c.LogFile == "/var/log/bus.log" }},
 		{"OVOS_BUS_LOG_LEVEL", "warn", func(c *Config) bool { return c.LogLevel == "WARNING" }},
@@ -449,8 +450,8 @@ func TestEnvVariables(t *testing.T) {
 		f.env["OVOS_BUS_MSG_BUFFER_CAPACITY"] = "10"
 		f.env["OVOS_BUS_MAX_QUEUE_MESSAGES"] = "20"
 		c, p := f.mustLoad()
-		if c.MaxQueueMessages != 20 || p.Source("max_queue_messages") != "env OVOS_BUS_MAX_QUEUE_MESSAGES" {
-			t.Errorf("got %d from %q", c.MaxQueueMessages, p.Source("max_queue_messages"))
+		if c.Bus.MaxQueueMessages != 20 || p.Source("max_queue_messages") != "env OVOS_BUS_MAX_QUEUE_MESSAGES" {
+			t.Errorf("got %d from %q", c.Bus.MaxQueueMessages, p.Source("max_queue_messages"))
 		}
 	})
 }
@@ -461,13 +462,13 @@ func TestFlags(t *testing.T) {
 	f.env["OVOS_BUS_HOST"] = "0.0.0.0"
 	f.env["OVOS_BUS_COMPRESSION"] = "false"
 	c, p := f.mustLoad("--port", "2000", "--ssl", "--log-level=debug", "--compression", "--allowed-origins", "a,b", "--port=3000")
-	if c.Port != 3000 || p.Source("port") != "flag --port" {
-		t.Errorf("port %d from %q, want 3000 from flag --port", c.Port, p.Source("port"))
+	if c.Bus.Port != 3000 || p.Source("port") != "flag --port" {
+		t.Errorf("port %d from %q, want 3000 from flag --port", c.Bus.Port, p.Source("port"))
 	}
-	if c.Host != "0.0.0.0" || p.Source("host") != "env OVOS_BUS_HOST" {
-		t.Errorf("unset flag overrode env: host %q from %q", c.Host, p.Source("host"))
+	if c.Bus.Host != "0.0.0.0" || p.Source("host") != "env OVOS_BUS_HOST" {
+		t.Errorf("unset flag overrode env: host %q from %q", c.Bus.Host, p.Source("host"))
 	}
-	if !c.SSL || !c.Compression || c.LogLevel != "DEBUG" || len(c.AllowedOrigins) != 2 {
+	if !c.SSL || c.Bus.DisableCompression || c.LogLevel != "DEBUG" || len(c.Bus.AllowedOrigins) != 2 {
 		t.Errorf("flags not applied: %+v", c)
 	}
 	if p.Source("log_level") != "flag --log-level" {
@@ -503,8 +504,8 @@ func TestProvenanceAndPrint(t *testing.T) {
 			t.Errorf("Source(%s) = %q, want %q", k, got, want)
 		}
 	}
-	if c.MaxQueueBytes != DefaultMaxQueueBytes {
-		t.Errorf("max_queue_bytes %d", c.MaxQueueBytes)
+	if c.Bus.MaxQueueBytes != bus.DefaultMaxQueueBytes {
+		t.Errorf("max_queue_bytes %d", c.Bus.MaxQueueBytes)
 	}
 	if len(p.Warnings) != 2 || !strings.Contains(p.Warnings[0], "websocket.log_level: ignored") ||
 		!strings.Contains(p.Warnings[1], "websocket.mystery: unknown key") {
@@ -547,8 +548,8 @@ func TestMaxQueueBytesFollowsMaxMsgSize(t *testing.T) {
 	f := newFixture(t)
 	f.write(systemConf, `{"websocket": {"max_msg_size": 100}}`)
 	c, p := f.mustLoad()
-	if c.MaxQueueBytes != 200*MiB || !strings.HasPrefix(p.Source("max_queue_bytes"), "built-in (raised") {
-		t.Errorf("max_queue_bytes %d from %q", c.MaxQueueBytes, p.Source("max_queue_bytes"))
+	if c.Bus.MaxQueueBytes != 200*MiB || !strings.HasPrefix(p.Source("max_queue_bytes"), "built-in (raised") {
+		t.Errorf("max_queue_bytes %d from %q", c.Bus.MaxQueueBytes, p.Source("max_queue_bytes"))
 	}
 	f.write(userConf, `{"websocket": {"max_queue_bytes": 1048576}}`)
 	_, _, err := f.load()
@@ -561,14 +562,14 @@ func TestMissingMaxMsgSizeFallsBackTo10(t *testing.T) {
 	f := newFixture(t)
 	f.env["OVOS_DEFAULT_CONFIG"] = f.write("default.conf", `{"websocket": {"host": "127.0.0.1"}}`)
 	c, p := f.mustLoad()
-	if c.MaxMsgSize() != 10*MiB || !strings.Contains(p.Source("max_msg_size"), "fallback") {
-		t.Errorf("max_msg_size %v from %q", c.MaxMsgSizeMiB, p.Source("max_msg_size"))
+	if c.Bus.MaxMsgSize != 10*MiB || !strings.Contains(p.Source("max_msg_size"), "fallback") {
+		t.Errorf("max_msg_size %v from %q", c.Bus.MaxMsgSize, p.Source("max_msg_size"))
 	}
 	// A missing OVOS_DEFAULT_CONFIG file is skipped with a warning.
 	f.env["OVOS_DEFAULT_CONFIG"] = f.path("nope.conf")
 	c, p = f.mustLoad()
-	if c.Port != DefaultPort || len(p.Warnings) != 1 {
-		t.Errorf("port %d warnings %q", c.Port, p.Warnings)
+	if c.Bus.Port != bus.DefaultPort || len(p.Warnings) != 1 {
+		t.Errorf("port %d warnings %q", c.Bus.Port, p.Warnings)
 	}
 }
 
@@ -577,8 +578,8 @@ func TestNullTakesBuiltIn(t *testing.T) {
 	f.write(systemConf, `{"websocket": {"port": 1234, "filter_logs": ["x"], "log_file": "/x"}}`)
 	f.write(userConf, `{"websocket": {"port": null, "filter_logs": null, "log_file": null}}`)
 	c, p := f.mustLoad()
-	if c.Port != DefaultPort || len(c.FilterLogs) != 2 || c.LogFile != f.path("home/.local/state/mycroft/bus.log") {
-		t.Errorf("port %d filter_logs %v log_file %q", c.Port, c.FilterLogs, c.LogFile)
+	if c.Bus.Port != bus.DefaultPort || len(c.Bus.FilterLogs) != 2 || c.LogFile != f.path("home/.local/state/mycroft/bus.log") {
+		t.Errorf("port %d filter_logs %v log_file %q", c.Bus.Port, c.Bus.FilterLogs, c.LogFile)
 	}
 	if !strings.HasSuffix(p.Source("port"), "(null: built-in value)") {
 		t.Errorf("Source(port) = %q", p.Source("port"))
@@ -711,12 +712,12 @@ func TestValidate(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("Default() invalid: %v", err)
 	}
-	c.Port = 70000
+	c.Bus.Port = 70000
 	if err := c.Validate(); err == nil || err.Error() != "config: websocket.port: expected an integer 0-65535, got 70000" {
 		t.Errorf("Validate: %v", err)
 	}
 	c = Default()
-	c.MetricsAddress = "127.0.0.1:8181"
+	c.Bus.MetricsAddress = "127.0.0.1:8181"
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "the bus's own address") {
 		t.Errorf("metrics on the bus address: %v", err)
 	}

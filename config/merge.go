@@ -133,9 +133,9 @@ func (m *merger) errorPathKey(path, displayKey, msg string) *Error {
 }
 
 // errorAt is errorPath for a key named by a validation failure.
-func (m *merger) errorAt(key, msg string) *Error {
-	if key == "log_level" && m.logLevelPath != "" {
+func (m *merger) errorAt(k *key, msg string) *Error {
+	if k.kind == kindLevel && m.logLevelPath != "" {
 		return m.errorPath(m.logLevelPath, msg)
 	}
-	return m.errorPath(join("websocket", key), msg)
+	return m.errorPath(join("websocket", k.name), msg)
 }

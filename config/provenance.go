@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/ovbus/ovbus/bus"
 )
 
 // Provenance says where the configuration came from: the files considered,
@@ -49,76 +51,17 @@ func (p *Provenance) Source(key string) string {
 
 // Keys lists the keys Print shows, in order: the websocket keys, then
 // log_level.
-func Keys() []string { return append(slices.Clone(knownKeys), "log_level") }
-
-// value returns key's value as the configuration writes it.
-func (c *Config) value(key string) any {
-	switch key {
-	case "host":
-		return c.Host
-	case "port":
-		return c.Port
-	case "route":
-		return c.Route
-	case "ssl":
-		return c.SSL
-	case "ssl_cert":
-		return optional(c.SSLCert)
-	case "ssl_key":
-		return optional(c.SSLKey)
-	case "max_msg_size":
-		return c.MaxMsgSizeMiB
-	case "filter":
-		return c.Filter
-	case "filter_logs":
-		return nonNil(c.FilterLogs)
-	case "shared_connection":
-		return c.SharedConnection
-	case "max_queue_bytes":
-		return c.MaxQueueBytes
-	case "max_queue_messages":
-		return c.MaxQueueMessages
-	case "write_timeout":
-		return seconds(c.WriteTimeout)
-	case "handshake_timeout":
-		return seconds(c.HandshakeTimeout)
-	case "shutdown_timeout":
-		return seconds(c.ShutdownTimeout)
-	case "close_frames_on_shutdown":
-		return c.CloseFramesOnShutdown
-	case "compression":
-		return c.Compression
-	case "metrics_address":
-		return c.MetricsAddress
-	case "allowed_origins":
-		return nonNil(c.AllowedOrigins)
-	case "auth":
-		return c.Auth.redacted()
-	case "log_file":
-		return c.LogFile
-	case "log_level":
-		return c.LogLevel
+func Keys() []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k.name
 	}
-	return nil
-}
-
-func optional(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
+	return out
 }
 
 // redacted is Auth as Print shows it: tokens replaced by their names or
 // their first characters.
-func (a Auth) redacted() any {
+func redacted(a bus.Auth) any {
 	type perms struct {
 		Name    string   `json:"name,omitempty"`
 		Emit    []string `json:"emit,omitempty"`
@@ -127,7 +70,7 @@ func (a Auth) redacted() any {
 	tokens := map[string]perms{}
 	for i, tok := range slices.Sorted(maps.Keys(a.Tokens)) {
 		p := a.Tokens[tok]
-		shown := strings.Trim(redact(tok), `"`)
+		shown := bus.Redact(tok)
 		if _, dup := tokens[shown]; dup || shown == "…" {
 			shown = fmt.Sprintf("token %d", i+1)
 		}
@@ -161,23 +104,21 @@ func (c *Config) Print(w io.Writer, p *Provenance) error {
 	}
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	section := func(name string) { fmt.Fprintf(tw, "%s:\t\t\n", name) }
-	line := func(key string) {
-		v, err := json.Marshal(c.value(key))
+	section("websocket")
+	for _, k := range keys {
+		if k.kind == kindLevel {
+			section("logging")
+		}
+		v, err := json.Marshal(k.value(c))
 		if err != nil {
-			v = []byte(fmt.Sprintf("%v", c.value(key)))
+			v = []byte(fmt.Sprintf("%v", k.value(c)))
 		}
 		src := ""
 		if p != nil {
-			src = "# " + p.Source(key)
+			src = "# " + p.Source(k.name)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", key, v, src)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", k.name, v, src)
 	}
-	section("websocket")
-	for _, k := range knownKeys {
-		line(k)
-	}
-	section("logging")
-	line("log_level")
 	tw.Flush()
 	out := regexp.MustCompile(`(?m)[ \t]+$`).ReplaceAllString(b.String(), "")
 	_, err := io.WriteString(w, out)

@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-// The self-signed pair ovos-messagebus generates (spec §6), shared with it.
+// The self-signed pair ovos-messagebus generates (docs/protocol.md §6), shared with it.
 const (
 	certDirRel   = "OpenVoiceOS/ovos-messagebus/certs"
 	certFileName = "ovos-messagebus.crt"
@@ -51,7 +51,7 @@ func (c *Config) Certificate() (tls.Certificate, error) {
 // certMu serialises generation within the process.
 var certMu sync.Mutex
 
-// EnsureCertificate returns the certificate to serve wss:// with (spec §6).
+// EnsureCertificate returns the certificate to serve wss:// with (docs/protocol.md §6).
 //
 // With both certPath and keyPath set it loads them. Otherwise it reuses the
 // pair at CertificatePaths, or generates it when either file is missing or

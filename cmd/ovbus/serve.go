@@ -80,7 +80,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 
-	// The logger: stdout plus the rotating log file (spec §7).
+	// The logger: stdout plus the rotating log file (docs/protocol.md §7).
 	level := new(slog.LevelVar)
 	level.Set(cfg.SlogLevel())
 	out := stdout
@@ -169,11 +169,7 @@ func reload(srv *bus.Server, running *config.Config, load func() (*config.Config
 	for _, w := range prov.Warnings {
 		logger.Warn(w)
 	}
-	live, restart := config.Diff(running, next)
-	applied := next.Clone()
-	applied.Host, applied.Port, applied.Route = running.Host, running.Port, running.Route
-	applied.SSL, applied.SSLCert, applied.SSLKey = running.SSL, running.SSLCert, running.SSLKey
-	applied.Compression, applied.MetricsAddress, applied.LogFile = running.Compression, running.MetricsAddress, running.LogFile
+	applied, live, restart := running.Reload(next)
 	if _, _, err := srv.Apply(busOptions(applied, tlsConfig, logger)); err != nil {
 		logger.Error("Reload failed; the running configuration stays", "error", err)
 		return running
@@ -187,43 +183,11 @@ func reload(srv *bus.Server, running *config.Config, load func() (*config.Config
 	return applied
 }
 
-// busOptions maps the configuration onto the bus's options.
+// busOptions maps the configuration onto the bus's options, with the TLS
+// configuration made from it and the logger.
 func busOptions(cfg *config.Config, tlsConfig *tls.Config, logger *slog.Logger) bus.Options {
-	filterLogs := cfg.FilterLogs
-	if filterLogs == nil {
-		filterLogs = []string{} // an explicit empty list: log every type
-	}
-	shutdown := cfg.ShutdownTimeout
-	if shutdown <= 0 {
-		shutdown = -1 // drop at once
-	}
-	o := bus.Options{
-		Addr:                  cfg.Address(),
-		Host:                  cfg.Host,
-		Port:                  cfg.Port,
-		Route:                 cfg.Route,
-		TLSConfig:             tlsConfig,
-		MaxMsgSize:            cfg.MaxMsgSize(),
-		Filter:                cfg.Filter,
-		FilterLogs:            filterLogs,
-		MaxQueueMessages:      cfg.MaxQueueMessages,
-		MaxQueueBytes:         cfg.MaxQueueBytes,
-		WriteTimeout:          cfg.WriteTimeout,
-		HandshakeTimeout:      cfg.HandshakeTimeout,
-		ShutdownTimeout:       shutdown,
-		CloseFramesOnShutdown: cfg.CloseFramesOnShutdown,
-		DisableCompression:    !cfg.Compression,
-		MetricsAddress:        cfg.MetricsAddress,
-		AllowedOrigins:        cfg.AllowedOrigins,
-		Auth:                  bus.Auth{Required: cfg.Auth.Required},
-		Logger:                logger,
-	}
-	if cfg.Auth.Tokens != nil {
-		o.Auth.Tokens = make(map[string]bus.Permissions, len(cfg.Auth.Tokens))
-		for tok, p := range cfg.Auth.Tokens {
-			o.Auth.Tokens[tok] = bus.Permissions{Name: p.Name, Emit: p.Emit, Receive: p.Receive}
-		}
-	}
+	o := cfg.Options()
+	o.TLSConfig, o.Logger = tlsConfig, logger
 	return o
 }
 
@@ -231,7 +195,7 @@ func busOptions(cfg *config.Config, tlsConfig *tls.Config, logger *slog.Logger) 
 func busURL(cfg *config.Config, addr net.Addr) string {
 	c := *cfg
 	if ta, ok := addr.(*net.TCPAddr); ok {
-		c.Port = ta.Port
+		c.Bus.Port = ta.Port
 	}
 	return c.URL()
 }
