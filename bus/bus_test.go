@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovbus/ovbus/message"
 	"github.com/ovbus/ovbus/ws"
 )
 
@@ -455,17 +456,19 @@ func TestShutdownDropsWithoutCloseFrame(t *testing.T) {
 
 func TestInProcess(t *testing.T) {
 	s, url := testServer(t, Options{})
-	got := make(chan Message, 10)
-	all := make(chan Message, 10)
-	off := s.On("speak", func(m Message) { got <- m })
-	s.On("*", func(m Message) { all <- m })
+	got := make(chan message.Message, 10)
+	all := make(chan message.Message, 10)
+	frames := make(chan Frame, 10)
+	off := s.On("speak", func(m message.Message) { got <- m })
+	s.On("*", func(m message.Message) { all <- m })
+	s.OnFrame(func(f Frame) { frames <- f })
 	a := dial(t, url, nil)
 	msg := []byte(`{"type":"speak","data":{"utterance":"hello"},"context":{"lang":"en-US"}}`)
 	send(t, a, ws.OpText, msg)
 	expect(t, ws.OpText, msg, a)
 	select {
 	case m := <-got:
-		if m.Type != "speak" || m.Data["utterance"] != "hello" || m.Context["lang"] != "en-US" || !bytes.Equal(m.Raw, msg) {
+		if m.Type != "speak" || m.Data["utterance"] != "hello" || m.Context["lang"] != "en-US" {
 			t.Fatalf("handler got %+v", m)
 		}
 	case <-time.After(5 * time.Second):
@@ -474,8 +477,11 @@ func TestInProcess(t *testing.T) {
 	if m := <-all; m.Type != "speak" {
 		t.Fatalf("* handler got %+v", m)
 	}
+	if f := <-frames; !bytes.Equal(f.Payload, msg) || f.Op != ws.OpText {
+		t.Fatalf("frame handler got %+v", f)
+	}
 	// Emit reaches socket clients and handlers.
-	if err := s.Emit(Message{Type: "speak", Data: map[string]any{"utterance": "<b>&"}}); err != nil {
+	if err := s.Emit(message.Message{Type: "speak", Data: map[string]any{"utterance": "<b>&"}}); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, ws.OpText, []byte(`{"type":"speak","data":{"utterance":"<b>&"},"context":{}}`), a)
@@ -483,16 +489,47 @@ func TestInProcess(t *testing.T) {
 		t.Fatalf("handler got %+v", m)
 	}
 	<-all
+	<-frames
 	off()
+	off() // twice is harmless
+	// A frame that is not an OVOS message reaches the frame handlers only.
 	send(t, a, ws.OpText, []byte("not json"))
 	read(t, a)
-	if m := <-all; string(m.Raw) != "not json" || m.Type != "" {
-		t.Fatalf("* handler got %+v", m)
+	if f := <-frames; string(f.Payload) != "not json" || f.Type() != "" {
+		t.Fatalf("frame handler got %+v", f)
+	}
+	s.Emit(message.Message{Type: "speak"})
+	read(t, a)
+	<-frames
+	if m := <-all; m.Type != "speak" {
+		t.Fatalf("* handler got %+v, want the speak after the non-message", m)
 	}
 	select {
 	case m := <-got:
 		t.Fatalf("handler called after off: %+v", m)
 	default:
+	}
+}
+
+func TestInProcessHandlerPanics(t *testing.T) {
+	var logs syncBuffer
+	s, _ := testServer(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	got := make(chan string, 2)
+	s.On("boom", func(m message.Message) {
+		if m.Data["n"] == 1.0 {
+			panic("handler bug")
+		}
+		got <- "survived"
+	})
+	s.Emit(message.Message{Type: "boom", Data: map[string]any{"n": 1}})
+	s.Emit(message.Message{Type: "boom", Data: map[string]any{"n": 2}})
+	select {
+	case <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler did not get the message after its panic")
+	}
+	if l := logs.String(); !strings.Contains(l, "In-process handler panicked") || !strings.Contains(l, "handler bug") {
+		t.Fatalf("log: %s", l)
 	}
 }
 

@@ -3,7 +3,7 @@
 //
 // A Server relays every message a client sends to every connected client,
 // the sender included, unchanged and in one total order that every client
-// sees (spec §3). The greeting, the malformed-session-carrier rule, the
+// sees (docs/protocol.md §3). The greeting, the malformed-session-carrier rule, the
 // max_msg_size limit and the filter log follow the Tornado bus; binary
 // frames stay binary.
 //
@@ -26,11 +26,14 @@
 //	s, err := bus.New(bus.Options{Addr: "127.0.0.1:8181"})
 //	if err != nil { ... }
 //	if err := s.Start(); err != nil { ... }
-//	off := s.On("speak", func(m bus.Message) { fmt.Println(m.Data["utterance"]) })
+//	off := s.On("speak", func(m message.Message) { fmt.Println(m.Data["utterance"]) })
 //	defer off()
-//	s.Emit(bus.Message{Type: "speak", Data: map[string]any{"utterance": "hello"}})
+//	s.Emit(message.New("speak", map[string]any{"utterance": "hello"}))
 //	...
 //	s.Shutdown(ctx)
 //
-// In-process handlers follow the log like a client does.
+// In-process handlers follow the log like a client does, and so does a
+// Follower (Server.Follow): a bounded reader of the raw frames for packages
+// built on the bus (a cluster link, a monitor), which may also publish
+// frames with an origin of their own (Server.Publish, Options.Sequencer).
 package bus

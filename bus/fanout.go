@@ -13,10 +13,11 @@ import (
 //
 // Every relayed frame is encoded once (a ws.PreparedMessage) and appended to
 // one shared log under one mutex, which gives every message a sequence number
-// and so one total order. Each receiver (a socket client's writer goroutine,
-// or the in-process dispatcher) is a follower: it reads the log at its own
-// cursor, without locks, taking as many frames at a time as there are (up to
-// a batch limit) and writing them in one system call.
+// and so one total order. Each receiver (a session's writer goroutine, the
+// in-process dispatcher, a public Follower) is a follower (follow.go): it
+// reads the log at its own cursor, without locks, taking as many frames at a
+// time as there are (up to a batch limit); a session writes them in one
+// system call.
 //
 // The log keeps the frames in [tail, head). The publisher releases old
 // entries as soon as every follower has fetched them, and never keeps more
@@ -30,12 +31,13 @@ import (
 
 // entry is one message of the log. It is immutable once published.
 type entry struct {
-	seq   uint64
-	end   int64 // cumulative bytes of the log through this entry
-	size  int64 // bytes of the plain frame
-	born  int64 // publish time, nanoseconds since the hub's epoch
-	pm    *ws.PreparedMessage
-	mtype string // the message type, set only when receive permissions need it
+	seq    uint64
+	end    int64 // cumulative bytes of the log through this entry
+	size   int64 // bytes of the plain frame
+	born   int64 // publish time, nanoseconds since the hub's epoch
+	pm     *ws.PreparedMessage
+	mtype  string // the message type, set only when receive permissions need it
+	origin string // Frame.Origin: "" unless published by Publish
 }
 
 // ring holds the log's entries, indexed by sequence number modulo its size.
@@ -51,18 +53,6 @@ func newRing(minCap int) *ring {
 	}
 	return &ring{mask: n - 1, slots: make([]atomic.Pointer[entry], n)}
 }
-
-// follower is a reader of the log.
-type follower struct {
-	// cursor is the next sequence number the follower will fetch. Entries
-	// below the smallest cursor may be released.
-	cursor atomic.Uint64
-	// wake receives a token when the follower sleeps and a message arrives.
-	wake chan struct{}
-	idx  int // position in hub.followers (under hub.mu)
-}
-
-func newFollower() *follower { return &follower{wake: make(chan struct{}, 1), idx: -1} }
 
 // Release heuristics: the followers' cursors are scanned after this many
 // messages or bytes since the last scan, so the log normally holds only what
@@ -175,15 +165,14 @@ func (h *hub) trim(head uint64) {
 }
 
 // join makes f follow the log from its head: it receives every message
-// published after join returns. It returns the log's cumulative bytes at
-// that point.
-func (h *hub) join(f *follower) int64 {
+// published after join returns.
+func (h *hub) join(f *follower) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	f.cursor.Store(h.head.Load())
+	f.fetched.Store(h.bytes.Load())
 	f.idx = len(h.followers)
 	h.followers = append(h.followers, f)
-	return h.bytes.Load()
 }
 
 // leave stops f from holding entries in the log.

@@ -8,7 +8,7 @@ import (
 )
 
 // filterLine builds the websocket.filter DEBUG line of the Tornado bus
-// (spec §4): `<type> source: <source> destination: <destination>` then, on
+// (docs/protocol.md §4): `<type> source: <source> destination: <destination>` then, on
 // the next line, `SESSION: <session>`, values printed as Python prints them.
 // It returns false for frames the Tornado bus does not log (not a JSON
 // object with a string type).

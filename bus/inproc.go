@@ -1,137 +1,78 @@
 package bus
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
+	"context"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
+	"github.com/ovbus/ovbus/message"
 	"github.com/ovbus/ovbus/ws"
 )
 
-// Message is an OVOS bus message (spec §9): a JSON object with a type, data
-// and context, serialised compactly in that key order.
-type Message struct {
-	Type    string
-	Data    map[string]any
-	Context map[string]any
+// In-process handlers. They run one at a time, in the bus's order, on the
+// bus's dispatcher goroutine, which follows the log like a session's writer:
+// a handler that blocks delays the other handlers (never the socket
+// clients), and handlers that fall further behind than the queue bounds
+// miss messages (counted in ovbus_inprocess_dropped_total). A handler that
+// panics is logged and keeps receiving.
 
-	// Raw is the frame exactly as relayed, shared by every handler: do not
-	// modify it. It is set on delivered messages only.
-	Raw []byte
-	// Binary reports that the frame was a binary frame.
-	Binary bool
+// handlerRef is one registered handler: of messages (m) or of frames (f).
+type handlerRef struct {
+	m func(message.Message)
+	f func(Frame)
 }
 
-// MarshalJSON encodes m as ovos-bus-client does: {"type":...,"data":{...},
-// "context":{...}}, with {} for nil maps and without HTML escaping.
-func (m Message) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	buf.WriteString(`{"type":`)
-	if err := enc.Encode(m.Type); err != nil {
-		return nil, err
-	}
-	buf.Truncate(buf.Len() - 1) // Encode's newline
-	for _, part := range []struct {
-		key string
-		val map[string]any
-	}{{`,"data":`, m.Data}, {`,"context":`, m.Context}} {
-		buf.WriteString(part.key)
-		if part.val == nil {
-			buf.WriteString("{}")
-			continue
+// handlerSet is what the dispatcher calls; it is replaced, never changed.
+type handlerSet struct {
+	byType map[string][]*handlerRef // "*": every OVOS message
+	frames []*handlerRef
+}
+
+// On calls h for every OVOS message of type msgType ("*": every message)
+// relayed from now on, sockets' and Emit's alike. Frames that are not OVOS
+// messages (docs/protocol.md §9) reach only OnFrame handlers. off
+// unregisters h.
+func (s *Server) On(msgType string, h func(message.Message)) (off func()) {
+	ref := &handlerRef{m: h}
+	return s.dispatcher().change(func(hs *handlerSet) {
+		hs.byType[msgType] = append(slices.Clip(hs.byType[msgType]), ref)
+	}, func(hs *handlerSet) {
+		keep := slices.DeleteFunc(slices.Clone(hs.byType[msgType]), func(r *handlerRef) bool { return r == ref })
+		if len(keep) == 0 {
+			delete(hs.byType, msgType)
+		} else {
+			hs.byType[msgType] = keep
 		}
-		if err := enc.Encode(part.val); err != nil {
-			return nil, err
-		}
-		buf.Truncate(buf.Len() - 1)
-	}
-	buf.WriteByte('}')
-	return buf.Bytes(), nil
+	})
 }
 
-// decodeMessage fills a Message from a relayed frame. Frames that are not a
-// JSON object leave Type, Data and Context empty.
-func decodeMessage(op ws.Opcode, payload []byte) Message {
-	m := Message{Raw: payload, Binary: op == ws.OpBinary}
-	var top map[string]json.RawMessage
-	if json.Unmarshal(payload, &top) != nil {
-		return m
-	}
-	_ = json.Unmarshal(top["type"], &m.Type)
-	_ = json.Unmarshal(top["data"], &m.Data)
-	_ = json.Unmarshal(top["context"], &m.Context)
-	return m
+// OnFrame calls h for every frame relayed from now on, OVOS message or not
+// (text that is not JSON, binary frames, encrypted messages). off
+// unregisters h.
+func (s *Server) OnFrame(h func(Frame)) (off func()) {
+	ref := &handlerRef{f: h}
+	return s.dispatcher().change(func(hs *handlerSet) {
+		hs.frames = append(slices.Clip(hs.frames), ref)
+	}, func(hs *handlerSet) {
+		hs.frames = slices.DeleteFunc(slices.Clone(hs.frames), func(r *handlerRef) bool { return r == ref })
+	})
 }
 
-// Handler handles a message delivered in-process. Handlers run one at a
-// time, in the bus's order, on the bus's dispatcher goroutine: a handler
-// that blocks delays the other handlers (never the socket clients), and one
-// that falls further behind than the queue bounds misses messages.
-type Handler func(Message)
-
-type handlerRef struct{ h Handler }
-
-// Emit sends m into the bus, as if a client had sent it: every client and
-// every in-process handler receives it, in the bus's one order.
-func (s *Server) Emit(m Message) error {
-	b, err := m.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	return s.EmitRaw(ws.OpText, b)
-}
-
-// EmitRaw sends one frame of type op (ws.OpText or ws.OpBinary) into the
-// bus. The frame is copied. The bus's rules apply as to a client's frame.
-func (s *Server) EmitRaw(op ws.Opcode, payload []byte) error {
-	if s.closing.Load() {
-		return ErrServerClosed
-	}
-	if op != ws.OpText && op != ws.OpBinary {
-		return errors.New("bus: EmitRaw: not a data opcode")
-	}
-	s.relay(nil, op, payload)
-	return nil
-}
-
-// On subscribes h to the messages of type msgType, or to every frame
-// (including those that are not JSON) with "*". It follows the bus from
-// now on. The returned function unsubscribes h.
-func (s *Server) On(msgType string, h Handler) (off func()) {
-	d := s.dispatcher()
-	ref := &handlerRef{h: h}
-	d.mu.Lock()
-	next := make(map[string][]*handlerRef, len(*d.handlers.Load())+1)
-	for k, v := range *d.handlers.Load() {
-		next[k] = v
-	}
-	next[msgType] = append(append([]*handlerRef(nil), next[msgType]...), ref)
-	d.handlers.Store(&next)
-	d.mu.Unlock()
-	return func() {
+// change applies add to a copy of the handler set and returns the function
+// that applies remove (once).
+func (d *dispatcher) change(add, remove func(*handlerSet)) (off func()) {
+	apply := func(fn func(*handlerSet)) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		next := make(map[string][]*handlerRef, len(*d.handlers.Load()))
-		for k, v := range *d.handlers.Load() {
-			next[k] = v
-		}
-		var keep []*handlerRef
-		for _, r := range next[msgType] {
-			if r != ref {
-				keep = append(keep, r)
-			}
-		}
-		if len(keep) == 0 {
-			delete(next, msgType)
-		} else {
-			next[msgType] = keep
-		}
-		d.handlers.Store(&next)
+		old := d.handlers.Load()
+		next := &handlerSet{byType: maps.Clone(old.byType), frames: old.frames}
+		fn(next)
+		d.handlers.Store(next)
 	}
+	apply(add)
+	return sync.OnceFunc(func() { apply(remove) })
 }
 
 // dispatcher returns the in-process follower, starting it on first use.
@@ -139,9 +80,8 @@ func (s *Server) dispatcher() *dispatcher {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.local == nil {
-		d := &dispatcher{s: s, f: newFollower(), done: make(chan struct{}), exited: make(chan struct{})}
-		empty := map[string][]*handlerRef{}
-		d.handlers.Store(&empty)
+		d := &dispatcher{s: s, f: newFollower(s.hub), done: make(chan struct{}), exited: make(chan struct{})}
+		d.handlers.Store(&handlerSet{byType: map[string][]*handlerRef{}})
 		s.hub.join(d.f)
 		s.local = d
 		go d.run()
@@ -155,7 +95,7 @@ type dispatcher struct {
 	s        *Server
 	f        *follower
 	mu       sync.Mutex // serialises changes of handlers
-	handlers atomic.Pointer[map[string][]*handlerRef]
+	handlers atomic.Pointer[handlerSet]
 	done     chan struct{}
 	exited   chan struct{}
 	stopOnce sync.Once
@@ -164,83 +104,69 @@ type dispatcher struct {
 func (d *dispatcher) stop() {
 	d.stopOnce.Do(func() { close(d.done) })
 	d.s.hub.leave(d.f)
-}
-
-func (d *dispatcher) stopped() bool {
-	select {
-	case <-d.done:
-		return true
-	default:
-		return false
-	}
+	d.s.noteProgress()
 }
 
 func (d *dispatcher) run() {
 	defer close(d.exited)
-	h := d.s.hub
 	batch := make([]*entry, 0, 64)
-	cursor := d.f.cursor.Load()
 	for {
-		if d.stopped() {
+		var err error
+		batch, err = d.f.next(context.Background(), d.done, nil, batch[:0], maxBatchFrames, maxBatchBytes)
+		if err == ErrLagged {
+			missed := d.f.skip()
+			d.s.m.inprocDropped.Add(float64(missed))
+			d.s.log.Warn("In-process handlers fell behind the queue bounds and missed messages", "missed", missed)
+			continue
+		}
+		if err != nil {
 			return
 		}
-		var lagged bool
-		batch, lagged = h.fetch(cursor, batch[:0], maxBatchFrames, maxBatchBytes)
-		if lagged {
-			tail := h.tail.Load()
-			d.s.m.inprocDropped.Add(float64(tail - cursor))
-			d.s.log.Warn("In-process handlers fell behind the queue bounds and missed messages", "missed", tail-cursor)
-			cursor = tail
-			d.f.cursor.Store(cursor)
-			continue
-		}
-		if len(batch) == 0 {
-			if h.sleep(d.f, cursor) {
-				select {
-				case <-d.f.wake:
-				case <-d.done:
-					return
-				}
-			}
-			continue
-		}
-		cursor += uint64(len(batch))
-		d.f.cursor.Store(cursor)
 		for _, e := range batch {
 			d.deliver(e)
 		}
 		clear(batch)
+		d.s.noteProgress()
 	}
 }
 
 func (d *dispatcher) deliver(e *entry) {
-	hs := *d.handlers.Load()
-	if len(hs) == 0 {
+	hs := d.handlers.Load()
+	if len(hs.frames) > 0 {
+		f := d.s.frame(e)
+		for _, r := range hs.frames {
+			d.call(f.Type(), func() { r.f(f) })
+		}
+	}
+	if len(hs.byType) == 0 || e.pm.Op() != ws.OpText {
 		return
 	}
 	payload := e.pm.Payload()
 	t := messageType(payload)
-	var typed []*handlerRef
-	if t != "*" {
-		typed = hs[t]
+	typed, all := hs.byType[t], hs.byType["*"]
+	if t == "*" {
+		typed = nil
 	}
-	all := hs["*"]
 	if len(typed) == 0 && len(all) == 0 {
 		return
 	}
-	m := decodeMessage(e.pm.Op(), payload)
+	m, err := message.Parse(payload)
+	if err != nil {
+		return // not an OVOS message: OnFrame handlers only
+	}
 	for _, list := range [2][]*handlerRef{typed, all} {
 		for _, r := range list {
-			d.call(r.h, m)
+			d.call(m.Type, func() { r.m(m) })
 		}
 	}
 }
 
-func (d *dispatcher) call(h Handler, m Message) {
+// call runs one handler call, logging a panic.
+func (d *dispatcher) call(msgType string, fn func()) {
 	defer func() {
 		if r := recover(); r != nil {
-			d.s.log.Error("In-process handler panicked", "msg_type", m.Type, "panic", r)
+			d.s.log.Error("In-process handler panicked", "msg_type", msgType, "panic", r)
 		}
 	}()
-	h(m)
+	fn()
 }

@@ -188,7 +188,7 @@ type rejection struct {
 	utteranceID json.RawMessage // context.utterance_id when truthy, compact
 }
 
-// checkCarrier applies the malformed-session-carrier rule (spec §3) exactly:
+// checkCarrier applies the malformed-session-carrier rule (docs/protocol.md §3) exactly:
 // the frame is a JSON object, its context is an object, and context.session
 // is present, not null and not an object.
 func checkCarrier(b []byte) (rejection, bool) {
@@ -249,7 +249,7 @@ func truthy(raw json.RawMessage) bool {
 	return true
 }
 
-// rejectedMessage builds the ovos.session.rejected message (spec §3),
+// rejectedMessage builds the ovos.session.rejected message (docs/protocol.md §3),
 // compact, in the key order type, data, context.
 func rejectedMessage(r rejection) []byte {
 	b := make([]byte, 0, 128+len(r.msgType)+len(r.utteranceID))

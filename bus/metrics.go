@@ -27,6 +27,7 @@ type metrics struct {
 	rejectedBy  map[string]prometheus.Counter
 	closesVec   *prometheus.CounterVec
 	closesBy    map[string]prometheus.Counter
+	laggedVec   *prometheus.CounterVec
 }
 
 func newMetrics(s *Server) *metrics {
@@ -55,7 +56,9 @@ func newMetrics(s *Server) *metrics {
 		Help: "Frames dropped and connections refused, by reason."}, []string{"reason"})
 	m.closesVec = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ovbus", Name: "closes_total",
 		Help: "Closed client connections, by reason."}, []string{"reason"})
-	m.reg.MustRegister(m.rejectedVec, m.closesVec)
+	m.laggedVec = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ovbus", Name: "followers_lagged_total",
+		Help: "Followers (Server.Follow) cut for falling behind the queue bounds, by name."}, []string{"follower"})
+	m.reg.MustRegister(m.rejectedVec, m.closesVec, m.laggedVec)
 	m.rejectedBy = map[string]prometheus.Counter{}
 	for _, r := range []string{rejectMalformedCarrier, rejectPermission, rejectOrigin, rejectAuth, rejectHandshake, rejectShuttingDown} {
 		m.rejectedBy[r] = m.rejectedVec.WithLabelValues(r)
@@ -112,6 +115,12 @@ func (m *metrics) closed(reason string) {
 	}
 	m.closesVec.WithLabelValues(reason).Inc()
 }
+
+func (m *metrics) followerLagged(name string) { m.laggedVec.WithLabelValues(name).Inc() }
+
+// Metrics returns the registry served at /metrics, for packages that add
+// their own collectors.
+func (s *Server) Metrics() *prometheus.Registry { return s.m.reg }
 
 // MetricsHandler returns the Prometheus handler of the bus's metrics, for
 // embedders that serve it themselves (Start serves it on MetricsAddress).

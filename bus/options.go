@@ -131,6 +131,9 @@ type Options struct {
 	// connections.
 	Auth Auth `ovbus:"auth,live"`
 
+	// Sequencer, when set, orders the frames that passed the rules (see Sequencer); fixed at New.
+	Sequencer Sequencer
+
 	// Logger receives the bus's log lines; nil means slog.Default() with the
 	// attribute logger=bus. Apply keeps the running one (change the level
 	// through its handler).

@@ -20,7 +20,7 @@ import (
 )
 
 // Greeting is the text frame every client receives first, before it joins
-// the fan-out (spec §2), byte for byte.
+// the fan-out (docs/protocol.md §2), byte for byte.
 const Greeting = `{"type":"connected","data":{},"context":{"session":{"session_id":"default"}}}`
 
 // ErrServerClosed is returned by ListenAndServe, Serve and Emit after
@@ -52,8 +52,8 @@ const (
 // WebSocket connections and relays every message to every client, the
 // sender included, in one order that all clients see.
 //
-// Besides GET on the route it answers GET /health with 200 "ok"; every
-// other path is 404.
+// Besides GET on the route it answers GET /health with 200 "ok" (plus a
+// line per AddHealth check); every other path is 404.
 //
 // All methods are safe for concurrent use.
 type Server struct {
@@ -66,11 +66,16 @@ type Server struct {
 
 	closing  atomic.Bool
 	closingC chan struct{} // closed when Shutdown starts
+	progress chan struct{} // cap 1: while closing, a writer moved or a session ended
 	done     chan struct{} // closed when Shutdown has finished
 	wg       sync.WaitGroup
 
 	mu         sync.Mutex
-	clients    map[*client]struct{}
+	sessions   map[*session]struct{}
+	nextID     uint64
+	closes     []CloseInfo // the last recentCloses closed sessions, a ring
+	closesNext int         // where the next one goes
+	health     []healthCheck
 	httpSrv    *http.Server
 	listener   net.Listener
 	metricsSrv *http.Server
@@ -97,7 +102,8 @@ func New(opts Options) (*Server, error) {
 		greeting: greeting,
 		done:     make(chan struct{}),
 		closingC: make(chan struct{}),
-		clients:  make(map[*client]struct{}),
+		progress: make(chan struct{}, 1),
+		sessions: make(map[*session]struct{}),
 	}
 	s.live.Store(newLive(o))
 	s.m = newMetrics(s)
@@ -137,17 +143,12 @@ func (s *Server) Start() error {
 		s.mu.Unlock()
 		go srv.Serve(ml)
 	}
-	go s.Serve(l)
-	// Wait until Serve has registered the listener, so Addr works at once.
-	for {
-		s.mu.Lock()
-		ok := s.listener != nil
-		s.mu.Unlock()
-		if ok || s.closing.Load() {
-			return nil
-		}
-		time.Sleep(time.Millisecond)
+	ln, err := s.register(l)
+	if err != nil {
+		return err
 	}
+	go s.serve(ln) // Addr works at once: the listener is registered
+	return nil
 }
 
 // ListenAndServe is Start, then it waits until Shutdown is called and
@@ -165,19 +166,33 @@ func (s *Server) ListenAndServe() error {
 // ErrServerClosed. Unlike Start, it does not serve MetricsAddress (see
 // MetricsHandler).
 func (s *Server) Serve(l net.Listener) error {
+	ln, err := s.register(l)
+	if err != nil {
+		return err
+	}
+	return s.serve(ln)
+}
+
+// register wraps l in TLS when Options.TLSConfig is set and records it as
+// the bus's listener; after Shutdown it closes l and returns ErrServerClosed.
+func (s *Server) register(l net.Listener) (net.Listener, error) {
 	if tc := s.opts.TLSConfig; tc != nil {
 		tc = tc.Clone()
 		tc.NextProtos = []string{"http/1.1"}
 		l = tls.NewListener(l, tc)
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closing.Load() {
-		s.mu.Unlock()
 		l.Close()
-		return ErrServerClosed
+		return nil, ErrServerClosed
 	}
 	s.listener = l
-	s.mu.Unlock()
+	return l, nil
+}
+
+// serve accepts connections on a registered listener until Shutdown.
+func (s *Server) serve(l net.Listener) error {
 	err := s.httpSrv.Serve(l)
 	if errors.Is(err, http.ErrServerClosed) || s.closing.Load() {
 		return ErrServerClosed
@@ -213,16 +228,54 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Path == "/health" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if s.closing.Load() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			w.Write([]byte("shutting down"))
-			return
-		}
-		w.Write([]byte("ok"))
+		s.serveHealth(w)
 		return
 	}
 	http.NotFound(w, r)
+}
+
+type healthCheck struct {
+	name  string
+	check func() (state string, ok bool)
+}
+
+// AddHealth adds a line to GET /health. With no checks the body stays
+// exactly "ok". Each check returns a short state ("up", "down: dial tcp
+// …"); ok false makes /health answer 503. The body is then "ok" (or
+// "unhealthy") followed by one line "name: state" per check.
+func (s *Server) AddHealth(name string, check func() (state string, ok bool)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.health = append(s.health, healthCheck{name, check})
+}
+
+func (s *Server) serveHealth(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if s.closing.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte("shutting down"))
+		return
+	}
+	s.mu.Lock()
+	checks := slices.Clone(s.health)
+	s.mu.Unlock()
+	if len(checks) == 0 {
+		w.Write([]byte("ok"))
+		return
+	}
+	var lines strings.Builder
+	healthy := true
+	for _, c := range checks {
+		state, ok := c.check()
+		healthy = healthy && ok
+		fmt.Fprintf(&lines, "\n%s: %s", c.name, state)
+	}
+	if !healthy {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte("unhealthy" + lines.String()))
+		return
+	}
+	w.Write([]byte("ok" + lines.String()))
 }
 
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
@@ -233,7 +286,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	live := s.live.Load()
 	o := &live.opts
-	perms, ok := authenticate(r, &o.Auth)
+	perms, tokenName, ok := authorize(&o.Auth, requestToken(r))
 	if !ok {
 		s.m.rejected(rejectAuth)
 		s.log.Warn("Refused connection: missing or unknown token", "remote", r.RemoteAddr)
@@ -269,30 +322,34 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	c := &client{
-		s:      s,
-		conn:   conn,
-		addr:   r.RemoteAddr,
-		perms:  perms,
-		f:      newFollower(),
-		done:   make(chan struct{}),
-		exited: make(chan struct{}),
+	c := &session{
+		s:         s,
+		conn:      conn,
+		perms:     perms,
+		f:         newFollower(s.hub),
+		remote:    r.RemoteAddr,
+		userAgent: r.Header.Get("User-Agent"),
+		origin:    r.Header.Get("Origin"),
+		token:     tokenName,
+		connected: time.Now(),
+		done:      make(chan struct{}),
+		exited:    make(chan struct{}),
 	}
 	// The client joins the log first, then gets the greeting, then its
 	// writer starts: the greeting is the first frame it receives, and once
 	// it has it, it is sure to get everything published afterwards (the
 	// Tornado bus writes the greeting and adds the client in one step).
-	if !s.addClient(c) {
+	if !s.addSession(c) {
 		conn.CloseNow()
 		return
 	}
 	conn.SetWriteDeadline(time.Now().Add(o.WriteTimeout))
 	if err := conn.WritePrepared(s.greeting); err != nil {
 		// The reader and writer below see the end at once.
-		c.finish(reasonWriteError, "error", err.Error())
+		c.finish(reasonWriteError, 0, err.Error(), "error", err.Error())
 		conn.CloseNow()
 	}
-	s.log.Debug("Client connected", "remote", c.addr)
+	s.log.Debug("Client connected", "remote", c.remote)
 	defer s.wg.Done()
 	go func() {
 		defer s.wg.Done()
@@ -302,22 +359,35 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	<-c.exited
 }
 
-// authenticate finds the permissions of the token a request presents, as
-// ?token=... or Authorization: Bearer .... ok is false when the request must
-// be refused. nil permissions allow everything.
-func authenticate(r *http.Request, a *Auth) (perms *Permissions, ok bool) {
+// requestToken returns the token a request presents, as ?token=... or
+// Authorization: Bearer ..., or "".
+func requestToken(r *http.Request) string {
+	if tok := r.URL.Query().Get("token"); tok != "" {
+		return tok
+	}
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}
+
+// Authorize answers for a token as the upgrade would: ok false means a
+// client presenting it is refused; p nil means everything is allowed. An
+// empty token is a client that presents none.
+func (s *Server) Authorize(token string) (p *Permissions, ok bool) {
+	p, _, ok = authorize(&s.live.Load().opts.Auth, token)
+	return p, ok
+}
+
+// authorize finds the permissions of tok (and the token's name). ok is
+// false when its holder must be refused. nil permissions allow everything.
+func authorize(a *Auth, tok string) (perms *Permissions, name string, ok bool) {
 	if !a.Enabled() {
-		return nil, true
-	}
-	tok := r.URL.Query().Get("token")
-	if tok == "" {
-		h := r.Header.Get("Authorization")
-		if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
-			tok = strings.TrimSpace(h[7:])
-		}
+		return nil, "", true
 	}
 	if tok == "" {
-		return nil, !a.Required
+		return nil, "", !a.Required
 	}
 	var found *Permissions
 	for k, p := range a.Tokens { // constant time per token: no early exit
@@ -327,107 +397,46 @@ func authenticate(r *http.Request, a *Auth) (perms *Permissions, ok bool) {
 		}
 	}
 	if found == nil {
-		return nil, false
+		return nil, "", false
 	}
 	if found.Emit == nil && found.Receive == nil {
-		return nil, true
+		return nil, found.Name, true
 	}
-	return found, true
+	return found, found.Name, true
 }
 
-func (s *Server) addClient(c *client) bool {
+func (s *Server) addSession(c *session) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing.Load() {
 		return false
 	}
-	s.clients[c] = struct{}{}
-	s.wg.Add(2) // the client's reader and writer
-	c.joinBytes = s.hub.join(c.f)
-	c.written.Store(c.f.cursor.Load())
+	s.nextID++
+	c.id = s.nextID
+	s.sessions[c] = struct{}{}
+	s.wg.Add(2) // the session's reader and writer
+	s.hub.join(c.f)
+	c.wrote(c.f.cursor.Load(), c.f.fetched.Load())
 	s.m.connected()
 	return true
 }
 
-func (s *Server) removeClient(c *client) {
+// removeSession takes c out of the sessions and records how it closed.
+func (s *Server) removeSession(c *session, ci CloseInfo) {
 	s.mu.Lock()
-	_, ok := s.clients[c]
-	delete(s.clients, c)
+	_, ok := s.sessions[c]
+	delete(s.sessions, c)
+	if len(s.closes) < recentCloses {
+		s.closes = append(s.closes, ci)
+		s.closesNext = len(s.closes) % recentCloses
+	} else {
+		s.closes[s.closesNext] = ci
+		s.closesNext = (s.closesNext + 1) % recentCloses
+	}
 	s.mu.Unlock()
 	if ok {
 		s.m.disconnected()
 	}
-}
-
-// relay runs the bus's rules on one frame a client (nil: in-process) sent
-// and publishes it. JSON is looked at only when a rule needs it.
-func (s *Server) relay(c *client, op ws.Opcode, b []byte) {
-	live := s.live.Load()
-	s.m.received(len(b))
-	if s.closing.Load() {
-		return // shutting down: nothing new is relayed
-	}
-	if c != nil && live.opts.MaxMsgSize > 0 && int64(len(b)) > live.opts.MaxMsgSize {
-		// The limit was lowered by Apply after this client connected.
-		if c.finish(reasonOversize, "size", len(b)) {
-			c.conn.Close(ws.StatusMessageTooBig, "message too big") // on the reader goroutine
-		}
-		return
-	}
-	var mtype string
-	typed := false
-	if c != nil && c.perms != nil && c.perms.Emit != nil {
-		mtype, typed = messageType(b), true
-		if !c.perms.CanEmit(mtype) {
-			s.m.rejected(rejectPermission)
-			s.log.Warn("Dropped message: not allowed to emit", "remote", c.addr, "token", c.perms.Name, "msg_type", mtype)
-			return
-		}
-	}
-	if mayCarrySession(b) && sessionSuspect(b) {
-		if rej, bad := checkCarrier(b); bad {
-			s.rejectCarrier(c, rej)
-			return
-		}
-	}
-	if live.opts.Filter && s.log.Enabled(context.Background(), slog.LevelDebug) {
-		if t, line, ok := filterLine(b); ok && !slices.Contains(live.opts.FilterLogs, t) {
-			s.log.Debug(line)
-		}
-	}
-	if live.needTypes && !typed {
-		mtype = messageType(b)
-	}
-	s.publish(op, b, mtype)
-}
-
-// rejectCarrier drops a frame with a malformed session carrier and tells
-// every client, the sender included (spec §3). The connection stays open.
-func (s *Server) rejectCarrier(c *client, r rejection) {
-	s.m.rejected(rejectMalformedCarrier)
-	remote := "in-process"
-	if c != nil {
-		remote = c.addr
-	}
-	s.log.Warn("Dropped message with a malformed session carrier", "remote", remote, "msg_type", string(r.msgType))
-	msg := rejectedMessage(r)
-	mtype := ""
-	if s.live.Load().needTypes {
-		mtype = "ovos.session.rejected"
-	}
-	s.publish(ws.OpText, msg, mtype)
-}
-
-// publish encodes the frame once and appends it to the log.
-func (s *Server) publish(op ws.Opcode, b []byte, mtype string) {
-	pm, err := ws.NewPreparedMessage(op, b, s.opts.Compression)
-	if err != nil {
-		s.log.Error("Cannot encode message", "error", err)
-		return
-	}
-	e := &entry{pm: pm, size: int64(len(pm.Frame(false))), born: s.hub.now(), mtype: mtype}
-	s.hub.publish(e)
-	s.m.published()
 }
 
 // Shutdown stops the bus: it stops accepting connections and relaying new
@@ -458,23 +467,44 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		deadline = d
 	}
 	target := s.hub.head.Load()
-	for !s.flushed(target) && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(5 * time.Millisecond)
+	if !s.flushed(target) {
+		t := time.NewTimer(time.Until(deadline))
+	drain:
+		for !s.flushed(target) {
+			select {
+			case <-s.progress:
+			case <-t.C:
+				break drain
+			case <-ctx.Done():
+				break drain
+			}
+		}
+		t.Stop()
 	}
 
 	s.mu.Lock()
-	clients := slices.Collect(maps.Keys(s.clients))
+	clients := slices.Collect(maps.Keys(s.sessions))
 	local := s.local
 	s.mu.Unlock()
+	code := ws.StatusCode(0)
+	if live.opts.CloseFramesOnShutdown {
+		code = ws.StatusGoingAway
+	}
 	for _, c := range clients {
-		if !c.finish(reasonShutdown) {
+		if !c.finish(reasonShutdown, code, "") {
 			continue
 		}
-		if live.opts.CloseFramesOnShutdown {
-			c.closeWithFrame(ws.StatusGoingAway, "bus shutting down")
-		} else {
+		if code == 0 {
 			c.conn.CloseNow()
+			continue
 		}
+		// The closing handshake waits for the peer's answer: one at a
+		// time would add up. ws.Conn.Close may run beside the reader.
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c.conn.Close(code, "bus shutting down")
+		}()
 	}
 	if local != nil {
 		local.stop()
@@ -500,16 +530,27 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// noteProgress wakes Shutdown's drain when a writer has moved or a
+// follower ended; before Shutdown it costs one atomic load.
+func (s *Server) noteProgress() {
+	if s.closing.Load() {
+		select {
+		case s.progress <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // flushed reports whether every client has written the log up to target.
 func (s *Server) flushed(target uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for c := range s.clients {
-		if c.written.Load() < target && !c.isDone() {
+	for c := range s.sessions {
+		if c.written.Load() < target && !isClosed(c.done) {
 			return false
 		}
 	}
-	if s.local != nil && s.local.f.cursor.Load() < target && !s.local.stopped() {
+	if s.local != nil && s.local.f.cursor.Load() < target && !isClosed(s.local.done) {
 		return false
 	}
 	return true
@@ -519,5 +560,5 @@ func (s *Server) flushed(target uint64) bool {
 func (s *Server) Clients() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.clients)
+	return len(s.sessions)
 }

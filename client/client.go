@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/url"
 	"os"
@@ -12,11 +13,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ovbus/ovbus/message"
 	"github.com/ovbus/ovbus/ws"
 )
 
 // DefaultURL is the bus address of a default OVOS install (the websocket config section's host,
-// port and route: ../shared/spec/ovos-bus.md §1).
+// port and route: docs/protocol.md §1).
 const DefaultURL = "ws://127.0.0.1:8181/core"
 
 // Defaults of Options.
@@ -182,22 +184,12 @@ type Frame struct {
 	Data     []byte    // the payload as received; shared, do not modify
 	Received time.Time // when it was read
 	// Message is the decoded message when Err is nil.
-	Message Message
-	// Err says why the frame is not an OVOS message (it wraps ErrNotMessage), or is nil.
+	Message message.Message
+	// Err says why the frame is not an OVOS message (it wraps message.ErrNotMessage), or is nil.
 	Err error
 }
 
-// Handler receives messages; see On.
-type Handler func(Message)
-
-// FrameHandler receives every frame; see OnFrame.
-type FrameHandler func(Frame)
-
-// HandlerID identifies a registered handler for Remove.
-type HandlerID uint64
-
 type handler struct {
-	id      HandlerID
 	pattern string // message type, "*", or "" for a frame handler
 	once    bool
 	d       *dispatcher[Frame]
@@ -205,7 +197,7 @@ type handler struct {
 
 type waiter struct {
 	typ string
-	ch  chan Message // cap 1
+	ch  chan message.Message // cap 1
 }
 
 // Client is a connection to an OVOS message bus that reconnects by itself.
@@ -237,7 +229,6 @@ type Client struct {
 
 	hmu      sync.Mutex
 	hclosed  bool
-	nextID   HandlerID
 	handlers []*handler
 	waiters  []*waiter
 	targets  []*handler // the reader's scratch slice
@@ -547,12 +538,8 @@ func (c *Client) read(conn *ws.Conn) error {
 		if err != nil {
 			return err
 		}
-		f := Frame{Binary: op == ws.BinaryMessage, Data: b, Received: time.Now()}
-		if f.Binary {
-			f.Err = notMessage(ErrBinary, "")
-		} else {
-			f.Message, f.Err = Parse(b)
-		}
+		f := Frame{Binary: op == ws.OpBinary, Data: b, Received: time.Now()}
+		f.Message, f.Err = message.ParseFrame(f.Binary, b)
 		c.dispatch(f)
 	}
 }
@@ -601,7 +588,7 @@ func (c *Client) dispatch(f Frame) {
 // (Options.QueueSize); it returns ErrQueueFull or ErrDisconnected when it can do neither, and
 // ErrClosed after Close. ctx bounds the write: a write cut short by ctx breaks the connection,
 // which is then re-established.
-func (c *Client) Emit(ctx context.Context, m Message) error {
+func (c *Client) Emit(ctx context.Context, m message.Message) error {
 	b, err := m.MarshalJSON()
 	if err != nil {
 		return err
@@ -664,56 +651,58 @@ func (c *Client) Queued() int {
 	return len(c.queue)
 }
 
-func (c *Client) add(pattern string, once bool, fn func(Frame)) HandlerID {
+// add registers fn for pattern and returns the function that removes it.
+func (c *Client) add(pattern string, once bool, fn func(Frame)) (off func()) {
 	c.hmu.Lock()
 	defer c.hmu.Unlock()
-	c.nextID++
-	id := c.nextID
 	if c.hclosed {
-		return id
+		return func() {}
 	}
-	h := &handler{id: id, pattern: pattern, once: once}
-	h.d = newDispatcher(fn, c.opts.HandlerBacklog)
+	h := &handler{pattern: pattern, once: once}
+	h.d = newDispatcher(func(f Frame) { callHandler(pattern, fn, f) }, c.opts.HandlerBacklog)
 	c.handlers = append(c.handlers, h)
-	return id
+	return sync.OnceFunc(func() { c.remove(h) })
+}
+
+// callHandler runs one handler call; a panic is logged and the handler keeps receiving.
+func callHandler(pattern string, fn func(Frame), f Frame) {
+	defer func() {
+		if r := recover(); r != nil {
+			slog.Error("client: handler panicked", "pattern", pattern, "msg_type", f.Message.Type, "panic", r)
+		}
+	}()
+	fn(f)
 }
 
 // On calls h for every message of type typ ("*": every message), in the order received, on a
-// goroutine of its own. It returns an ID for Remove. Frames that are not OVOS messages reach only
-// OnFrame handlers.
-func (c *Client) On(typ string, h Handler) HandlerID {
+// goroutine of its own; a panic in h is logged (slog.Default) and h keeps receiving. Frames that
+// are not OVOS messages reach only OnFrame handlers. off unregisters h: messages queued for it
+// and not yet started are discarded, a call already running finishes.
+func (c *Client) On(typ string, h func(message.Message)) (off func()) {
 	return c.add(typ, false, func(f Frame) { h(f.Message) })
 }
 
 // Once is On for the first matching message only.
-func (c *Client) Once(typ string, h Handler) HandlerID {
+func (c *Client) Once(typ string, h func(message.Message)) (off func()) {
 	return c.add(typ, true, func(f Frame) { h(f.Message) })
 }
 
 // OnFrame calls h for every frame received, OVOS message or not (Frame.Err says which): text that
 // is not JSON, JSON that is not a message, encrypted messages, binary frames.
-func (c *Client) OnFrame(h FrameHandler) HandlerID {
+func (c *Client) OnFrame(h func(Frame)) (off func()) {
 	return c.add("", false, h)
 }
 
-// Remove unregisters a handler. Messages queued for it and not yet started are discarded; a call
-// already running finishes. It reports whether the handler was registered.
-func (c *Client) Remove(id HandlerID) bool {
+func (c *Client) remove(h *handler) {
 	c.hmu.Lock()
-	var found *handler
-	for i, h := range c.handlers {
-		if h.id == id {
-			found = h
-			c.handlers = slices.Delete(c.handlers, i, i+1)
-			break
-		}
+	i := slices.Index(c.handlers, h)
+	if i >= 0 {
+		c.handlers = slices.Delete(c.handlers, i, i+1)
 	}
 	c.hmu.Unlock()
-	if found == nil {
-		return false
+	if i >= 0 {
+		h.d.stop()
 	}
-	found.d.stop()
-	return true
 }
 
 func timeoutCtx(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
@@ -727,7 +716,7 @@ func timeoutCtx(ctx context.Context, timeout time.Duration) (context.Context, co
 }
 
 func (c *Client) addWaiter(typ string) (*waiter, error) {
-	w := &waiter{typ: typ, ch: make(chan Message, 1)}
+	w := &waiter{typ: typ, ch: make(chan message.Message, 1)}
 	c.hmu.Lock()
 	defer c.hmu.Unlock()
 	if c.hclosed {
@@ -748,16 +737,16 @@ func (c *Client) removeWaiter(w *waiter) {
 	}
 }
 
-func (c *Client) wait(ctx context.Context, w *waiter, timeout time.Duration) (Message, error) {
+func (c *Client) wait(ctx context.Context, w *waiter, timeout time.Duration) (message.Message, error) {
 	tctx, cancel := timeoutCtx(ctx, timeout)
 	defer cancel()
 	select {
 	case m := <-w.ch:
 		return m, nil
 	case <-c.done:
-		return Message{}, ErrClosed
+		return message.Message{}, ErrClosed
 	case <-c.ctx.Done():
-		return Message{}, ErrClosed
+		return message.Message{}, ErrClosed
 	case <-tctx.Done():
 		select {
 		case m := <-w.ch: // arrived at the last moment
@@ -765,22 +754,22 @@ func (c *Client) wait(ctx context.Context, w *waiter, timeout time.Duration) (Me
 		default:
 		}
 		if ctx.Err() != nil {
-			return Message{}, ctx.Err()
+			return message.Message{}, ctx.Err()
 		}
 		if timeout == 0 {
 			timeout = DefaultTimeout
 		}
-		return Message{}, fmt.Errorf("%w after %v waiting for %q", ErrTimeout, timeout, w.typ)
+		return message.Message{}, fmt.Errorf("%w after %v waiting for %q", ErrTimeout, timeout, w.typ)
 	}
 }
 
 // WaitFor returns the next message of type typ ("*": any message) received after the call. It
 // gives up after timeout (0: DefaultTimeout, 3 s; negative: no limit) with an error wrapping
 // ErrTimeout, or when ctx ends with ctx.Err().
-func (c *Client) WaitFor(ctx context.Context, typ string, timeout time.Duration) (Message, error) {
+func (c *Client) WaitFor(ctx context.Context, typ string, timeout time.Duration) (message.Message, error) {
 	w, err := c.addWaiter(typ)
 	if err != nil {
-		return Message{}, err
+		return message.Message{}, err
 	}
 	defer c.removeWaiter(w)
 	return c.wait(ctx, w, timeout)
@@ -789,17 +778,17 @@ func (c *Client) WaitFor(ctx context.Context, typ string, timeout time.Duration)
 // WaitForResponse emits m and returns the first message of type replyType received after that
 // (default m.Type+".response"), like the Python client's wait_for_response, which matches on the
 // type only. timeout is as in WaitFor.
-func (c *Client) WaitForResponse(ctx context.Context, m Message, replyType string, timeout time.Duration) (Message, error) {
+func (c *Client) WaitForResponse(ctx context.Context, m message.Message, replyType string, timeout time.Duration) (message.Message, error) {
 	if replyType == "" {
 		replyType = m.Type + ".response"
 	}
 	w, err := c.addWaiter(replyType)
 	if err != nil {
-		return Message{}, err
+		return message.Message{}, err
 	}
 	defer c.removeWaiter(w)
 	if err := c.Emit(ctx, m); err != nil {
-		return Message{}, err
+		return message.Message{}, err
 	}
 	return c.wait(ctx, w, timeout)
 }

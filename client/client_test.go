@@ -22,6 +22,7 @@ import (
 
 	"github.com/ovbus/ovbus/bus"
 	"github.com/ovbus/ovbus/client"
+	"github.com/ovbus/ovbus/message"
 	"github.com/ovbus/ovbus/ws"
 )
 
@@ -48,13 +49,13 @@ func TestEmitOn(t *testing.T) {
 
 	other := dial(t, b, nil)
 	b.waitClients(2)
-	if err := other.Emit(ctxT(t), client.NewMessage("test.a", map[string]any{"n": 1})); err != nil {
+	if err := other.Emit(ctxT(t), message.New("test.a", map[string]any{"n": 1})); err != nil {
 		t.Fatal(err)
 	}
 	if m := typed.waitFor(t, "test.a"); m.Data["n"] != 1.0 {
 		t.Errorf("test.a = %v", m)
 	}
-	if err := c.Emit(ctxT(t), client.NewMessage("test.b", nil)); err != nil { // the bus echoes it back
+	if err := c.Emit(ctxT(t), message.New("test.b", nil)); err != nil { // the bus echoes it back
 		t.Fatal(err)
 	}
 	all.waitFor(t, "test.b")
@@ -75,20 +76,16 @@ func TestOnceAndRemove(t *testing.T) {
 	c := dial(t, b, nil)
 	once, removed, all := newCollector(), newCollector(), newCollector()
 	c.Once("t.x", once.handle)
-	id := c.On("t.x", removed.handle)
+	off := c.On("t.x", removed.handle)
 	c.On("*", all.handle)
 	ctx := ctxT(t)
 
-	c.Emit(ctx, client.NewMessage("t.x", map[string]any{"i": 1}))
+	c.Emit(ctx, message.New("t.x", map[string]any{"i": 1}))
 	removed.waitFor(t, "t.x")
-	if !c.Remove(id) {
-		t.Error("Remove of a registered handler = false")
-	}
-	if c.Remove(id) {
-		t.Error("second Remove = true")
-	}
-	c.Emit(ctx, client.NewMessage("t.x", map[string]any{"i": 2}))
-	c.Emit(ctx, client.NewMessage("t.end", nil))
+	off()
+	off() // twice is harmless
+	c.Emit(ctx, message.New("t.x", map[string]any{"i": 2}))
+	c.Emit(ctx, message.New("t.end", nil))
 	all.waitFor(t, "t.end")
 	time.Sleep(20 * time.Millisecond) // let the other handlers catch up, if they were wrong
 	if n := len(once.types()); n != 1 {
@@ -102,16 +99,36 @@ func TestOnceAndRemove(t *testing.T) {
 	}
 }
 
+// A handler that panics is logged and keeps receiving; the client carries on.
+func TestHandlerPanicIsRecovered(t *testing.T) {
+	b := startBus(t, "127.0.0.1:0")
+	c := dial(t, b, nil)
+	got := newCollector()
+	c.On("boom", func(m message.Message) {
+		if m.Data["n"] == 1.0 {
+			panic("handler bug")
+		}
+		got.handle(m)
+	})
+	ctx := ctxT(t)
+	c.Emit(ctx, message.New("boom", map[string]any{"n": 1}))
+	c.Emit(ctx, message.New("boom", map[string]any{"n": 2}))
+	got.waitFor(t, "boom")
+	if c.State() != client.Connected {
+		t.Fatalf("state %v after a handler panic", c.State())
+	}
+}
+
 func TestWaitForResponse(t *testing.T) {
 	b := startBus(t, "127.0.0.1:0")
 	responder := dial(t, b, nil)
-	responder.On("skill.ping", func(m client.Message) {
+	responder.On("skill.ping", func(m message.Message) {
 		responder.Emit(context.Background(), m.Response(map[string]any{"pong": m.Data["n"]}))
 	})
 	c := dial(t, b, nil)
 	b.waitClients(2)
 	ctx := ctxT(t)
-	q := client.Message{Type: "skill.ping", Data: map[string]any{"n": 7}, Context: map[string]any{"source": "me", "destination": "skills"}}
+	q := message.Message{Type: "skill.ping", Data: map[string]any{"n": 7}, Context: map[string]any{"source": "me", "destination": "skills"}}
 	r, err := c.WaitForResponse(ctx, q, "", 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +139,7 @@ func TestWaitForResponse(t *testing.T) {
 
 	// Timeouts and cancellation.
 	start := time.Now()
-	_, err = c.WaitForResponse(ctx, client.NewMessage("nobody.home", nil), "", 100*time.Millisecond)
+	_, err = c.WaitForResponse(ctx, message.New("nobody.home", nil), "", 100*time.Millisecond)
 	if !errors.Is(err, client.ErrTimeout) || time.Since(start) > 2*time.Second {
 		t.Errorf("unanswered: %v after %v", err, time.Since(start))
 	}
@@ -136,7 +153,7 @@ func TestWaitForResponse(t *testing.T) {
 	}
 
 	// WaitFor sees a message emitted after the call.
-	got := make(chan client.Message, 1)
+	got := make(chan message.Message, 1)
 	go func() {
 		m, err := c.WaitFor(ctx, "later", time.Second)
 		if err != nil {
@@ -145,7 +162,7 @@ func TestWaitForResponse(t *testing.T) {
 		got <- m
 	}()
 	time.Sleep(50 * time.Millisecond)
-	responder.Emit(ctx, client.NewMessage("later", map[string]any{"x": "y"}))
+	responder.Emit(ctx, message.New("later", map[string]any{"x": "y"}))
 	if m := <-got; m.Data["x"] != "y" {
 		t.Errorf("WaitFor = %v", m)
 	}
@@ -162,14 +179,14 @@ func TestHandlerOrderAndSlowHandler(t *testing.T) {
 	var mu sync.Mutex
 	fastDone := make(chan struct{})
 	slowDone := make(chan struct{})
-	c.On("seq", func(m client.Message) {
+	c.On("seq", func(m message.Message) {
 		<-release
 		slow = append(slow, m.Data["i"].(float64))
 		if len(slow) == n {
 			close(slowDone)
 		}
 	})
-	c.On("seq", func(m client.Message) {
+	c.On("seq", func(m message.Message) {
 		mu.Lock()
 		defer mu.Unlock()
 		fast = append(fast, m.Data["i"].(float64))
@@ -179,12 +196,12 @@ func TestHandlerOrderAndSlowHandler(t *testing.T) {
 	})
 	ctx := ctxT(t)
 	for i := range n {
-		if err := c.Emit(ctx, client.NewMessage("seq", map[string]any{"i": i})); err != nil {
+		if err := c.Emit(ctx, message.New("seq", map[string]any{"i": i})); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// WaitFor is served by the reader itself: it works while the slow handler blocks.
-	go c.Emit(ctx, client.NewMessage("probe", nil))
+	go c.Emit(ctx, message.New("probe", nil))
 	if _, err := c.WaitFor(ctx, "probe", 3*time.Second); err != nil {
 		t.Fatalf("reading stalled behind a slow handler: %v", err)
 	}
@@ -229,7 +246,7 @@ func TestReconnectAfterBusRestart(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	// Disconnected: emits are queued.
-	if err := c.Emit(ctxT(t), client.NewMessage("queued", nil)); err != nil {
+	if err := c.Emit(ctxT(t), message.New("queued", nil)); err != nil {
 		t.Fatalf("Emit while disconnected: %v", err)
 	}
 	if c.Queued() != 1 {
@@ -240,7 +257,7 @@ func TestReconnectAfterBusRestart(t *testing.T) {
 	got.waitFor(t, "queued") // flushed on reconnect and echoed back
 	other := dial(t, b2, nil)
 	b2.waitClients(2)
-	other.Emit(ctxT(t), client.NewMessage("after", nil))
+	other.Emit(ctxT(t), message.New("after", nil))
 	got.waitFor(t, "after")
 	greets.waitFor(t, "connected") // the new connection's greeting
 	if c.Queued() != 0 {
@@ -277,25 +294,25 @@ func TestDisconnectedQueueBound(t *testing.T) {
 	}
 	c.Start() // keeps retrying in the background
 	for i := range 2 {
-		if err := c.Emit(ctx, client.NewMessage("q", map[string]any{"i": i})); err != nil {
+		if err := c.Emit(ctx, message.New("q", map[string]any{"i": i})); err != nil {
 			t.Fatalf("Emit %d: %v", i, err)
 		}
 	}
-	if err := c.Emit(ctx, client.NewMessage("q", nil)); !errors.Is(err, client.ErrQueueFull) {
+	if err := c.Emit(ctx, message.New("q", nil)); !errors.Is(err, client.ErrQueueFull) {
 		t.Errorf("third Emit = %v, want ErrQueueFull", err)
 	}
 	if err := c.Close(); err == nil {
 		t.Error("Close with queued messages returned nil")
 	}
-	if err := c.Emit(ctx, client.NewMessage("q", nil)); !errors.Is(err, client.ErrClosed) {
+	if err := c.Emit(ctx, message.New("q", nil)); !errors.Is(err, client.ErrClosed) {
 		t.Errorf("Emit after Close = %v", err)
 	}
 
 	nq := newClient(t, url, &client.Options{QueueSize: -1})
-	if err := nq.Emit(ctx, client.NewMessage("q", nil)); !errors.Is(err, client.ErrDisconnected) {
+	if err := nq.Emit(ctx, message.New("q", nil)); !errors.Is(err, client.ErrDisconnected) {
 		t.Errorf("Emit without queue = %v, want ErrDisconnected", err)
 	}
-	if _, err := nq.WaitForResponse(ctx, client.NewMessage("q", nil), "", time.Second); !errors.Is(err, client.ErrDisconnected) {
+	if _, err := nq.WaitForResponse(ctx, message.New("q", nil), "", time.Second); !errors.Is(err, client.ErrDisconnected) {
 		t.Errorf("WaitForResponse without queue = %v", err)
 	}
 }
@@ -336,11 +353,11 @@ func TestMalformedFramesOnTheBus(t *testing.T) {
 		data string
 		kind error
 	}{
-		{ws.TextMessage, "hello, not json", client.ErrNotJSON},
-		{ws.TextMessage, `[1,2,3]`, client.ErrNotObject},
-		{ws.TextMessage, `{"ciphertext":"ab","tag":"cd","nonce":"ef"}`, client.ErrEncrypted},
-		{ws.TextMessage, `{"data":{}}`, client.ErrNoType},
-		{ws.BinaryMessage, "\x00\x01\x02", client.ErrBinary},
+		{ws.TextMessage, "hello, not json", message.ErrNotJSON},
+		{ws.TextMessage, `[1,2,3]`, message.ErrNotObject},
+		{ws.TextMessage, `{"ciphertext":"ab","tag":"cd","nonce":"ef"}`, message.ErrEncrypted},
+		{ws.TextMessage, `{"data":{}}`, message.ErrNoType},
+		{ws.BinaryMessage, "\x00\x01\x02", message.ErrBinary},
 		{ws.TextMessage, `{"type":"valid.after","data":{},"context":{}}`, nil},
 	}
 	for _, f := range bad {
@@ -394,13 +411,13 @@ func TestCloseWithoutLeaks(t *testing.T) {
 		}
 		col := newCollector()
 		c.On("*", col.handle)
-		c.On("x", func(client.Message) {})
-		c.Once("never", func(client.Message) {})
+		c.On("x", func(message.Message) {})
+		c.Once("never", func(message.Message) {})
 		c.OnFrame(func(client.Frame) {})
 		if err := c.Connect(ctx); err != nil {
 			t.Fatal(err)
 		}
-		c.Emit(ctx, client.NewMessage("x", nil))
+		c.Emit(ctx, message.New("x", nil))
 		col.waitFor(t, "x")
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
@@ -422,7 +439,7 @@ func TestCloseWithoutLeaks(t *testing.T) {
 	}
 	// A client that never connected, and one retrying against nothing.
 	idle, _ := client.New(b.url(), nil)
-	idle.On("*", func(client.Message) {})
+	idle.On("*", func(message.Message) {})
 	idle.Close()
 	retry, _ := client.New("ws://"+closedAddr(t)+"/core", &client.Options{ReconnectMin: time.Millisecond})
 	retry.Start()
@@ -435,7 +452,7 @@ func TestCloseWithoutLeaks(t *testing.T) {
 func TestCloseFromCallbacks(t *testing.T) {
 	b := startBus(t, "127.0.0.1:0")
 	c := newClient(t, b.url(), nil)
-	c.On("connected", func(client.Message) { c.Close() })
+	c.On("connected", func(message.Message) { c.Close() })
 	if err := c.Connect(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -552,7 +569,7 @@ func TestTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	r, err := c.WaitForResponse(ctxT(t), client.NewMessage("tls.echo", nil), "tls.echo", time.Second)
+	r, err := c.WaitForResponse(ctxT(t), message.New("tls.echo", nil), "tls.echo", time.Second)
 	if err != nil || r.Type != "tls.echo" {
 		t.Errorf("echo over wss: %v %v", r, err)
 	}
@@ -594,7 +611,7 @@ func ExampleClient() {
 
 	responder, _ := client.Dial(ctx, url, nil)
 	defer responder.Close()
-	responder.On("demo.ping", func(m client.Message) {
+	responder.On("demo.ping", func(m message.Message) {
 		responder.Emit(ctx, m.Response(map[string]any{"answer": 42}))
 	})
 
@@ -603,7 +620,7 @@ func ExampleClient() {
 	for srv.Clients() < 2 { // both have joined the fan-out
 		time.Sleep(time.Millisecond)
 	}
-	reply, err := c.WaitForResponse(ctx, client.NewMessage("demo.ping", nil), "", 0)
+	reply, err := c.WaitForResponse(ctx, message.New("demo.ping", nil), "", 0)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -1,20 +1,21 @@
 // Package client is the Go client of the OVOS message bus (ovbus, ovos-messagebus and the other
-// buses that speak its protocol) and the OVOS Message type.
+// buses that speak its protocol).
 //
 // # Messages
 //
-// A Message is {"type", "data", "context"}; MarshalJSON writes it compactly in that key order.
-// Reply, Forward and Response derive messages as ovos-bus-client's Message does. Parse is
-// tolerant: a frame that is not an OVOS message (not JSON, not an object, no "type", an
-// encrypted {"ciphertext","tag","nonce"} frame, a binary frame) yields an error wrapping
-// ErrNotMessage and a sentinel saying which; the Client hands such frames to OnFrame handlers and
-// carries on.
+// Messages are package message's Message, the type package bus uses too: {"type", "data",
+// "context"}, written compactly in that key order, with Reply, Forward and Response. A frame that
+// is not an OVOS message (not JSON, not an object, no "type", an encrypted
+// {"ciphertext","tag","nonce"} frame, a binary frame) has a Frame.Err wrapping
+// message.ErrNotMessage and a sentinel saying which; the Client hands such frames to OnFrame
+// handlers and carries on.
 //
 // # Client
 //
 // A Client keeps one WebSocket connection to the bus up until Close:
 //
-//   - New, then On/Once/OnFrame for the handlers, then Connect (fails if the bus cannot be reached)
+//   - New, then On/Once/OnFrame for the handlers (each returns its off function, as bus.On
+//     does; a handler that panics is logged and keeps receiving), then Connect (fails if the bus cannot be reached)
 //     or Start (retries in the background). Dial is New plus Connect.
 //   - Every handler runs on a goroutine of its own and sees messages one at a time, in the order
 //     the bus sent them; a slow handler holds up neither reading nor the other handlers, up to

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ovbus/ovbus/bus"
 	"github.com/ovbus/ovbus/client"
+	"github.com/ovbus/ovbus/message"
 )
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -117,13 +118,13 @@ func newClient(t *testing.T, url string, opts *client.Options) *client.Client {
 // collector records the messages a handler receives.
 type collector struct {
 	mu   sync.Mutex
-	msgs []client.Message
+	msgs []message.Message
 	ch   chan struct{} // signalled on every message
 }
 
 func newCollector() *collector { return &collector{ch: make(chan struct{}, 1)} }
 
-func (c *collector) handle(m client.Message) {
+func (c *collector) handle(m message.Message) {
 	c.mu.Lock()
 	c.msgs = append(c.msgs, m)
 	c.mu.Unlock()
@@ -144,7 +145,7 @@ func (c *collector) types() []string {
 }
 
 // waitFor waits until a message of type typ has been collected and returns it.
-func (c *collector) waitFor(t *testing.T, typ string) client.Message {
+func (c *collector) waitFor(t *testing.T, typ string) message.Message {
 	t.Helper()
 	deadline := time.After(5 * time.Second)
 	for {

@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ovbus/ovbus/client"
+	"github.com/ovbus/ovbus/message"
 )
 
 func init() {
@@ -312,17 +313,17 @@ func appendCompact(dst []byte, raw json.RawMessage) []byte {
 
 func frameKind(err error) string {
 	switch {
-	case errors.Is(err, client.ErrBinary):
+	case errors.Is(err, message.ErrBinary):
 		return "binary"
-	case errors.Is(err, client.ErrEncrypted):
+	case errors.Is(err, message.ErrEncrypted):
 		return "encrypted"
-	case errors.Is(err, client.ErrNotJSON):
+	case errors.Is(err, message.ErrNotJSON):
 		return "not JSON"
-	case errors.Is(err, client.ErrNotObject):
+	case errors.Is(err, message.ErrNotObject):
 		return "not an object"
-	case errors.Is(err, client.ErrNoType):
+	case errors.Is(err, message.ErrNoType):
 		return "no type"
-	case errors.Is(err, client.ErrBadField):
+	case errors.Is(err, message.ErrBadField):
 		return "bad data or context"
 	}
 	return "not a message"

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovbus/ovbus/client"
+	"github.com/ovbus/ovbus/message"
 	"github.com/ovbus/ovbus/ws"
 )
 
@@ -159,7 +159,7 @@ func TestListenCountAndReconnect(t *testing.T) {
 	c := cliClient(t, url)
 	cliWaitClients(t, srv, 2)
 	for _, typ := range []string{"one", "two", "three"} {
-		c.Emit(context.Background(), client.NewMessage(typ, nil))
+		c.Emit(context.Background(), message.New(typ, nil))
 	}
 	select {
 	case <-l.done:

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ovbus/ovbus/client"
+	"github.com/ovbus/ovbus/message"
 	"github.com/ovbus/ovbus/ws"
 )
 
@@ -144,7 +145,7 @@ func sendCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return usageError(fs, stderr, "--ca: %v", err)
 	}
-	frame, err := client.Message{Type: typ, Data: data, Context: msgCtx}.MarshalJSON()
+	frame, err := message.Message{Type: typ, Data: data, Context: msgCtx}.MarshalJSON()
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}

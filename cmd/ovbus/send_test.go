@@ -13,6 +13,7 @@ import (
 
 	"github.com/ovbus/ovbus/bus"
 	"github.com/ovbus/ovbus/client"
+	"github.com/ovbus/ovbus/message"
 )
 
 // cliBus starts a real ovbus server on a free loopback port for the test.
@@ -101,11 +102,11 @@ func send(t *testing.T, stdin string, args ...string) sendResult {
 func TestSendWaitsForReply(t *testing.T) {
 	srv, url := cliBus(t)
 	responder := cliClient(t, url)
-	responder.On("ask.time", func(m client.Message) {
+	responder.On("ask.time", func(m message.Message) {
 		responder.Emit(context.Background(), m.Response(map[string]any{"time": "noon", "q": m.Data["q"]}))
 	})
 	// A reply of the same type as the question: the command must not take its own echo for it.
-	responder.On("same.type", func(m client.Message) {
+	responder.On("same.type", func(m message.Message) {
 		if m.Data["from"] != "responder" {
 			responder.Emit(context.Background(), m.Reply("same.type", map[string]any{"from": "responder"}))
 		}
@@ -130,8 +131,8 @@ func TestSendWaitsForReply(t *testing.T) {
 func TestSendEmitsAndWaitsForTheEcho(t *testing.T) {
 	srv, url := cliBus(t)
 	listener := cliClient(t, url)
-	got := make(chan client.Message, 4)
-	listener.On("note.taken", func(m client.Message) { got <- m })
+	got := make(chan message.Message, 4)
+	listener.On("note.taken", func(m message.Message) { got <- m })
 	cliWaitClients(t, srv, 1)
 
 	r := send(t, "", "note.taken", `{"text": "<b>milk</b> & bread"}`, "--context", `{"source":"cli"}`, "--url", url)

@@ -1,4 +1,4 @@
-package client_test
+package message_test
 
 import (
 	"encoding/json"
@@ -7,21 +7,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ovbus/ovbus/client"
+	"github.com/ovbus/ovbus/message"
 )
 
 func TestMarshalKeyOrderAndCompact(t *testing.T) {
 	for _, tc := range []struct {
-		m    client.Message
+		m    message.Message
 		want string
 	}{
-		{client.Message{Type: "speak"}, `{"type":"speak","data":{},"context":{}}`},
-		{client.Message{Type: "speak", Data: map[string]any{}, Context: map[string]any{}}, `{"type":"speak","data":{},"context":{}}`},
+		{message.Message{Type: "speak"}, `{"type":"speak","data":{},"context":{}}`},
+		{message.Message{Type: "speak", Data: map[string]any{}, Context: map[string]any{}}, `{"type":"speak","data":{},"context":{}}`},
 		{
-			client.Message{Type: "a<b>&c", Data: map[string]any{"z": 1, "a": []any{"x", 2.5, nil}}, Context: map[string]any{"session": map[string]any{"session_id": "default"}}},
+			message.Message{Type: "a<b>&c", Data: map[string]any{"z": 1, "a": []any{"x", 2.5, nil}}, Context: map[string]any{"session": map[string]any{"session_id": "default"}}},
 			`{"type":"a<b>&c","data":{"a":["x",2.5,null],"z":1},"context":{"session":{"session_id":"default"}}}`,
 		},
-		{client.NewMessage("u", map[string]any{"s": "é\n\"q\""}), `{"type":"u","data":{"s":"é\n\"q\""},"context":{}}`},
+		{message.New("u", map[string]any{"s": "é\n\"q\""}), `{"type":"u","data":{"s":"é\n\"q\""},"context":{}}`},
 	} {
 		b, err := tc.m.MarshalJSON()
 		if err != nil {
@@ -45,13 +45,13 @@ func TestMarshalKeyOrderAndCompact(t *testing.T) {
 			t.Errorf("String = %s, want %s", tc.m.String(), tc.want)
 		}
 	}
-	if _, err := json.Marshal(client.Message{Type: "x", Data: map[string]any{"f": func() {}}}); err == nil {
+	if _, err := json.Marshal(message.Message{Type: "x", Data: map[string]any{"f": func() {}}}); err == nil {
 		t.Error("unencodable data: no error")
 	}
 }
 
 func TestReplyForwardResponse(t *testing.T) {
-	orig := client.Message{
+	orig := message.Message{
 		Type: "skill.query",
 		Data: map[string]any{"q": 1.0},
 		Context: map[string]any{
@@ -81,7 +81,7 @@ func TestReplyForwardResponse(t *testing.T) {
 		t.Errorf("reply with data.destination: %v", r2.Context)
 	}
 	// Only source: nothing to swap.
-	r3 := client.Message{Type: "t", Context: map[string]any{"source": "a"}}.Reply("u", nil)
+	r3 := message.Message{Type: "t", Context: map[string]any{"source": "a"}}.Reply("u", nil)
 	if r3.Context["source"] != "a" || r3.Context["destination"] != nil {
 		t.Errorf("reply without destination: %v", r3.Context)
 	}
@@ -104,15 +104,15 @@ func TestReplyForwardResponse(t *testing.T) {
 }
 
 func TestParse(t *testing.T) {
-	m, err := client.Parse([]byte(`{"context": {"a": 1}, "type": "x.y", "data": {"k": [1, "2"]}, "extra": 5}`))
+	m, err := message.Parse([]byte(`{"context": {"a": 1}, "type": "x.y", "data": {"k": [1, "2"]}, "extra": 5}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := client.Message{Type: "x.y", Data: map[string]any{"k": []any{1.0, "2"}}, Context: map[string]any{"a": 1.0}}
+	want := message.Message{Type: "x.y", Data: map[string]any{"k": []any{1.0, "2"}}, Context: map[string]any{"a": 1.0}}
 	if !reflect.DeepEqual(m, want) {
 		t.Errorf("Parse = %#v", m)
 	}
-	m, err = client.Parse([]byte(`{"type":"connected","data":null}`))
+	m, err = message.Parse([]byte(`{"type":"connected","data":null}`))
 	if err != nil || m.Type != "connected" || m.Data != nil || m.Context != nil {
 		t.Errorf("Parse null data = %#v, %v", m, err)
 	}
@@ -121,30 +121,30 @@ func TestParse(t *testing.T) {
 		in   string
 		kind error
 	}{
-		{`hello`, client.ErrNotJSON},
-		{``, client.ErrNotJSON},
-		{`{"type":"x"`, client.ErrNotJSON},
-		{`{"type":"x"} trailing`, client.ErrNotJSON},
-		{`[1,2]`, client.ErrNotObject},
-		{`"str"`, client.ErrNotObject},
-		{`null`, client.ErrNotObject},
-		{`{}`, client.ErrNoType},
-		{`{"data":{}}`, client.ErrNoType},
-		{`{"type":null}`, client.ErrNoType},
-		{`{"type":5}`, client.ErrNoType},
-		{`{"msg_type":"x"}`, client.ErrNoType},
-		{`{"ciphertext":"00","tag":"11","nonce":"22"}`, client.ErrEncrypted},
-		{`{"ciphertext":"00","nonce":"22"}`, client.ErrEncrypted},
-		{`{"type":"x","data":[1]}`, client.ErrBadField},
-		{`{"type":"x","context":"s"}`, client.ErrBadField},
+		{`hello`, message.ErrNotJSON},
+		{``, message.ErrNotJSON},
+		{`{"type":"x"`, message.ErrNotJSON},
+		{`{"type":"x"} trailing`, message.ErrNotJSON},
+		{`[1,2]`, message.ErrNotObject},
+		{`"str"`, message.ErrNotObject},
+		{`null`, message.ErrNotObject},
+		{`{}`, message.ErrNoType},
+		{`{"data":{}}`, message.ErrNoType},
+		{`{"type":null}`, message.ErrNoType},
+		{`{"type":5}`, message.ErrNoType},
+		{`{"msg_type":"x"}`, message.ErrNoType},
+		{`{"ciphertext":"00","tag":"11","nonce":"22"}`, message.ErrEncrypted},
+		{`{"ciphertext":"00","nonce":"22"}`, message.ErrEncrypted},
+		{`{"type":"x","data":[1]}`, message.ErrBadField},
+		{`{"type":"x","context":"s"}`, message.ErrBadField},
 	} {
-		_, err := client.Parse([]byte(tc.in))
-		if !errors.Is(err, client.ErrNotMessage) || !errors.Is(err, tc.kind) {
+		_, err := message.Parse([]byte(tc.in))
+		if !errors.Is(err, message.ErrNotMessage) || !errors.Is(err, tc.kind) {
 			t.Errorf("Parse(%q) = %v, want %v", tc.in, err, tc.kind)
 		}
 	}
 
-	var u client.Message
+	var u message.Message
 	if err := json.Unmarshal([]byte(`{"type":"t","data":{"a":"b"}}`), &u); err != nil || u.Data["a"] != "b" {
 		t.Errorf("Unmarshal = %v, %v", u, err)
 	}
@@ -160,9 +160,9 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := client.Parse(b)
+		m, err := message.Parse(b)
 		if err != nil {
-			if !errors.Is(err, client.ErrNotMessage) {
+			if !errors.Is(err, message.ErrNotMessage) {
 				t.Fatalf("error does not wrap ErrNotMessage: %v", err)
 			}
 			return
@@ -171,7 +171,7 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoding %q: %v", b, err)
 		}
-		m2, err := client.Parse(out)
+		m2, err := message.Parse(out)
 		if err != nil {
 			t.Fatalf("re-parsing %s: %v", out, err)
 		}

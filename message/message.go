@@ -1,4 +1,9 @@
-package client
+// Package message is the OVOS bus message (docs/protocol.md §9), shared by
+// package bus and package client: a JSON object {"type", "data", "context"},
+// written compactly in that key order, parsed tolerantly, with Reply,
+// Forward and Response as ovos-bus-client's Message has them. It depends on
+// the standard library only.
+package message
 
 import (
 	"bytes"
@@ -9,7 +14,7 @@ import (
 )
 
 // Message is an OVOS bus message: a JSON object {"type": ..., "data": {...}, "context": {...}}
-// (../shared/spec/ovos-bus.md §9).
+// (docs/protocol.md §9).
 //
 // Data and Context hold what encoding/json decodes into an any: numbers are float64, objects are
 // map[string]any, arrays are []any. A Message delivered to handlers is shared by every handler
@@ -20,8 +25,8 @@ type Message struct {
 	Context map[string]any
 }
 
-// NewMessage returns a Message of type typ with the given data and no context.
-func NewMessage(typ string, data map[string]any) Message {
+// New returns a Message of type typ with the given data and no context.
+func New(typ string, data map[string]any) Message {
 	return Message{Type: typ, Data: data}
 }
 
@@ -37,11 +42,11 @@ func (m Message) MarshalJSON() ([]byte, error) {
 	}
 	buf.WriteString(`,"data":`)
 	if err := writeObject(&buf, m.Data); err != nil {
-		return nil, fmt.Errorf("client: message %q: data: %w", m.Type, err)
+		return nil, fmt.Errorf("message: %q: data: %w", m.Type, err)
 	}
 	buf.WriteString(`,"context":`)
 	if err := writeObject(&buf, m.Context); err != nil {
-		return nil, fmt.Errorf("client: message %q: context: %w", m.Type, err)
+		return nil, fmt.Errorf("message: %q: context: %w", m.Type, err)
 	}
 	buf.WriteByte('}')
 	return buf.Bytes(), nil
@@ -162,7 +167,7 @@ var (
 	ErrNoType     = errors.New(`frame has no string "type"`)
 	ErrBadField   = errors.New(`"data" or "context" is not an object`)
 	// ErrEncrypted marks an encrypted message {"ciphertext","tag","nonce"} (websocket.secret_key):
-	// a legitimate frame this client cannot read; the bus relays it untouched.
+	// a legitimate frame that cannot be read without the key; the bus relays it untouched.
 	ErrEncrypted = errors.New("frame is an encrypted message")
 	// ErrBinary marks a binary frame: OVOS messages are text frames.
 	ErrBinary = errors.New("binary frame")
@@ -170,9 +175,9 @@ var (
 
 func notMessage(kind error, detail string) error {
 	if detail == "" {
-		return fmt.Errorf("client: %w: %w", ErrNotMessage, kind)
+		return fmt.Errorf("message: %w: %w", ErrNotMessage, kind)
 	}
-	return fmt.Errorf("client: %w: %w: %s", ErrNotMessage, kind, detail)
+	return fmt.Errorf("message: %w: %w: %s", ErrNotMessage, kind, detail)
 }
 
 // Parse decodes one frame into a Message. It is tolerant: a missing or null "data" or "context"
@@ -227,4 +232,13 @@ func excerpt(b []byte) string {
 	}
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	return fmt.Sprintf("%q", s)
+}
+
+// ParseFrame is Parse for a WebSocket data frame: a binary frame is not an OVOS message
+// (ErrBinary), a text frame is parsed.
+func ParseFrame(binary bool, b []byte) (Message, error) {
+	if binary {
+		return Message{}, notMessage(ErrBinary, "")
+	}
+	return Parse(b)
 }

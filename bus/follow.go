@@ -1,0 +1,230 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ovbus/ovbus/ws"
+)
+
+// Following the log. Every reader of the log — a session's writer, the
+// in-process dispatcher, a public Follower — is a follower and reads it with
+// the one loop below (follower.next): fetch what is there after the cursor,
+// or register as a sleeper and wait for the publisher's wake-up.
+
+// ErrLagged is returned by Follower.Next once the follower fell further
+// behind the log than its bounds allow; it has missed frames and is cut.
+var ErrLagged = errors.New("bus: follower fell behind the queue bounds")
+
+// ErrFollowerClosed is returned by Follower.Next after Close.
+var ErrFollowerClosed = errors.New("bus: follower closed")
+
+// errStopped: the follower's done channel closed while it waited.
+var errStopped = errors.New("bus: follower stopped")
+
+// isClosed reports whether ch is closed (it never carries values).
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// follower is a reader of the log.
+type follower struct {
+	h *hub
+	// cursor is the next sequence number the follower will fetch. Entries
+	// below the smallest cursor may be released.
+	cursor atomic.Uint64
+	// fetched is the log's cumulative bytes through the last fetched entry.
+	fetched atomic.Int64
+	// Own bounds, tighter than the hub's; 0: only the hub's apply.
+	maxMsgs  uint64
+	maxBytes int64
+	// wake receives a token when the follower sleeps and a message arrives.
+	wake chan struct{}
+	idx  int // position in hub.followers (under hub.mu)
+}
+
+func newFollower(h *hub) *follower { return &follower{h: h, wake: make(chan struct{}, 1), idx: -1} }
+
+// next blocks until the log holds entries at f's cursor, appends up to maxN
+// of them to dst (stopping once maxBytes are in), advances the cursor past
+// them and returns dst. It returns ErrLagged when f fell behind its bounds
+// (the hub's or its own), errStopped when done is closed, ErrServerClosed
+// when closing is closed and nothing is left to fetch, or ctx.Err(). nil
+// channels never fire.
+func (f *follower) next(ctx context.Context, done, closing <-chan struct{}, dst []*entry, maxN int, maxBytes int64) ([]*entry, error) {
+	h := f.h
+	n0 := len(dst)
+	for {
+		if isClosed(done) {
+			return dst, errStopped
+		}
+		cursor := f.cursor.Load()
+		if f.behind(cursor) {
+			return dst, ErrLagged
+		}
+		var lagged bool
+		dst, lagged = h.fetch(cursor, dst, maxN, maxBytes)
+		if lagged {
+			clear(dst[n0:])
+			return dst[:n0], ErrLagged
+		}
+		if len(dst) > n0 {
+			f.fetched.Store(dst[len(dst)-1].end)
+			f.cursor.Store(cursor + uint64(len(dst)-n0))
+			return dst, nil
+		}
+		if isClosed(closing) {
+			return dst, ErrServerClosed
+		}
+		if !h.sleep(f, cursor) {
+			continue
+		}
+		select {
+		case <-f.wake:
+		case <-done:
+			return dst, errStopped
+		case <-closing: // fetch once more: the frames published before it
+		case <-ctx.Done():
+			return dst, ctx.Err()
+		}
+	}
+}
+
+// behind reports whether f, about to fetch at cursor, is further behind
+// the head of the log than its own bounds allow.
+func (f *follower) behind(cursor uint64) bool {
+	if f.maxMsgs == 0 && f.maxBytes == 0 {
+		return false
+	}
+	h := f.h
+	return f.maxMsgs > 0 && h.head.Load()-cursor > f.maxMsgs ||
+		f.maxBytes > 0 && h.bytes.Load()-f.fetched.Load() > f.maxBytes
+}
+
+// lag returns how far f is behind the head of the log.
+func (f *follower) lag() (msgs uint64, size int64) {
+	return f.h.head.Load() - f.cursor.Load(), f.h.bytes.Load() - f.fetched.Load()
+}
+
+// skip moves a lagging f to the oldest entry the log still holds and
+// returns how many entries it missed.
+func (f *follower) skip() uint64 {
+	h := f.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	tail, cursor := h.tail.Load(), f.cursor.Load()
+	if tail <= cursor {
+		return 0
+	}
+	f.fetched.Store(h.tailBytes)
+	f.cursor.Store(tail)
+	return tail - cursor
+}
+
+// FollowOptions configures a Follower.
+type FollowOptions struct {
+	Name        string // for logs and metrics
+	MaxMessages int    // 0: the bus's MaxQueueMessages
+	MaxBytes    int64  // 0: the bus's MaxQueueBytes
+}
+
+// Follower is a bounded reader of the bus's log: it sees every frame
+// appended after Follow, in the log's order, as a client does. Next must not
+// be called concurrently with itself; Close may be called at any time.
+type Follower struct {
+	s      *Server
+	name   string
+	f      *follower
+	closed chan struct{}
+	once   sync.Once
+	batch  []*entry
+	err    error // ErrLagged once cut (only Next touches it)
+}
+
+// Follow returns a bounded reader of the log that starts after the newest
+// frame. It is cut like a slow client: once it falls more than MaxMessages
+// or MaxBytes behind (bounds above the bus's own cannot be kept: the bus's
+// apply then), Next returns ErrLagged. Shutdown does not wait for
+// followers: after it, Next returns what was published before and then
+// ErrServerClosed.
+func (s *Server) Follow(o FollowOptions) *Follower {
+	f := newFollower(s.hub)
+	if o.MaxMessages > 0 {
+		f.maxMsgs = uint64(o.MaxMessages)
+	}
+	if o.MaxBytes > 0 {
+		f.maxBytes = o.MaxBytes
+	}
+	s.hub.join(f)
+	return &Follower{s: s, name: o.Name, f: f, closed: make(chan struct{})}
+}
+
+// Next blocks until at least one frame is there, appends up to
+// cap(dst)-len(dst) frames (at least one) to dst and returns it; ErrLagged
+// once cut, ErrServerClosed after Shutdown (once the frames published before
+// it were returned), ErrFollowerClosed after Close, or ctx.Err().
+func (fl *Follower) Next(ctx context.Context, dst []Frame) ([]Frame, error) {
+	if fl.err != nil {
+		return dst, fl.err
+	}
+	batch, err := fl.f.next(ctx, fl.closed, fl.s.closingC, fl.batch[:0], max(cap(dst)-len(dst), 1), math.MaxInt64)
+	for _, e := range batch {
+		dst = append(dst, fl.s.frame(e))
+	}
+	clear(batch)
+	fl.batch = batch[:0]
+	switch err {
+	case ErrLagged:
+		msgs, size := fl.f.lag()
+		fl.s.hub.leave(fl.f)
+		fl.s.m.followerLagged(fl.name)
+		fl.s.log.Warn("Follower fell behind the queue bounds", "follower", fl.name, "lag_messages", msgs, "lag_bytes", size)
+		fl.err = ErrLagged
+	case errStopped:
+		err = ErrFollowerClosed
+	}
+	return dst, err
+}
+
+// Close stops the follower: it no longer holds frames in the log, and Next
+// returns ErrFollowerClosed.
+func (fl *Follower) Close() {
+	fl.once.Do(func() {
+		close(fl.closed)
+		fl.s.hub.leave(fl.f)
+	})
+}
+
+// Frame is one message of the bus's log, as every client receives it.
+type Frame struct {
+	Op      ws.Opcode // ws.OpText or ws.OpBinary
+	Payload []byte    // the bytes relayed, unchanged; shared by every reader: never modify
+	// Origin is "" for frames this server accepted from its own clients or
+	// Emit; otherwise the origin passed to Publish (e.g. another cluster
+	// node's name).
+	Origin string
+	Seq    uint64    // position in this server's log
+	Time   time.Time // when it entered the log
+}
+
+// Type returns the OVOS message type of a text frame holding a JSON object,
+// else "".
+func (f Frame) Type() string {
+	if f.Op != ws.OpText {
+		return ""
+	}
+	return messageType(f.Payload)
+}
+
+func (s *Server) frame(e *entry) Frame {
+	return Frame{Op: e.pm.Op(), Payload: e.pm.Payload(), Origin: e.origin, Seq: e.seq, Time: s.hub.epoch.Add(time.Duration(e.born))}
+}

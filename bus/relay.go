@@ -1,0 +1,173 @@
+package bus
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+
+	"github.com/ovbus/ovbus/message"
+	"github.com/ovbus/ovbus/ws"
+)
+
+// The bus's rules for one frame (docs/protocol.md §3, §4), between a
+// session's reader (or Emit) and the log. The JSON they need is in
+// jsonscan.go, the filter log line in filterlog.go.
+
+// ErrNotAllowed is returned by EmitAs when the permissions forbid the
+// frame's type.
+var ErrNotAllowed = errors.New("bus: not allowed to emit this message type")
+
+// Sequencer, when Options.Sequencer is set, receives every frame that passed
+// the bus's rules (from its sockets and from Emit, and the
+// ovos.session.rejected notices the bus sends in their place) instead of
+// that frame being appended to the log; the sequencer appends it later with
+// Publish, in the order it chooses (a cluster-wide sequence). Sequence runs
+// on the sender's reader goroutine, in that sender's order, and must not
+// block for long. The payload is a copy the sequencer may keep.
+type Sequencer interface {
+	Sequence(op ws.Opcode, payload []byte)
+}
+
+// relay runs the bus's rules on one frame that c (nil: in-process) sent
+// under perms and appends it to the log. JSON is looked at only when a rule
+// needs it. It returns ErrNotAllowed when perms forbid the frame's type and
+// ErrServerClosed when the bus is shutting down.
+func (s *Server) relay(c *session, perms *Permissions, op ws.Opcode, b []byte) error {
+	live := s.live.Load()
+	s.m.received(len(b))
+	if s.closing.Load() {
+		return ErrServerClosed // shutting down: nothing new is relayed
+	}
+	if c != nil && live.opts.MaxMsgSize > 0 && int64(len(b)) > live.opts.MaxMsgSize {
+		// The limit was lowered by Apply after this client connected.
+		if c.finish(reasonOversize, ws.StatusMessageTooBig, "message too big", "size", len(b)) {
+			c.conn.Close(ws.StatusMessageTooBig, "message too big") // on the reader goroutine
+		}
+		return nil
+	}
+	var mtype string
+	typed := false
+	if perms != nil && perms.Emit != nil {
+		mtype, typed = messageType(b), true
+		if !perms.CanEmit(mtype) {
+			s.m.rejected(rejectPermission)
+			s.log.Warn("Dropped message: not allowed to emit", "remote", remoteOf(c), "token", perms.Name, "msg_type", mtype)
+			return ErrNotAllowed
+		}
+	}
+	if mayCarrySession(b) && sessionSuspect(b) {
+		if rej, bad := checkCarrier(b); bad {
+			s.rejectCarrier(c, rej)
+			return nil
+		}
+	}
+	if live.opts.Filter && s.log.Enabled(context.Background(), slog.LevelDebug) {
+		if t, line, ok := filterLine(b); ok && !slices.Contains(live.opts.FilterLogs, t) {
+			s.log.Debug(line)
+		}
+	}
+	if live.needTypes && !typed && s.opts.Sequencer == nil {
+		mtype = messageType(b)
+	}
+	s.accept(op, b, mtype)
+	return nil
+}
+
+func remoteOf(c *session) string {
+	if c == nil {
+		return "in-process"
+	}
+	return c.remote
+}
+
+// rejectCarrier drops a frame with a malformed session carrier and tells
+// every client, the sender included (docs/protocol.md §3). The connection
+// stays open.
+func (s *Server) rejectCarrier(c *session, r rejection) {
+	s.m.rejected(rejectMalformedCarrier)
+	s.log.Warn("Dropped message with a malformed session carrier", "remote", remoteOf(c), "msg_type", string(r.msgType))
+	mtype := ""
+	if s.live.Load().needTypes {
+		mtype = "ovos.session.rejected"
+	}
+	s.accept(ws.OpText, rejectedMessage(r), mtype)
+}
+
+// accept hands a frame that passed the rules to the Sequencer, or appends
+// it to the log.
+func (s *Server) accept(op ws.Opcode, b []byte, mtype string) {
+	if q := s.opts.Sequencer; q != nil {
+		q.Sequence(op, bytes.Clone(b))
+		return
+	}
+	s.publish(op, b, mtype, "")
+}
+
+// publish encodes the frame once (copying it) and appends it to the log.
+func (s *Server) publish(op ws.Opcode, b []byte, mtype, origin string) {
+	pm, err := ws.NewPreparedMessage(op, b, s.opts.Compression)
+	if err != nil {
+		s.log.Error("Cannot encode message", "error", err)
+		return
+	}
+	e := &entry{pm: pm, size: int64(len(pm.Frame(false))), born: s.hub.now(), mtype: mtype, origin: origin}
+	s.hub.publish(e)
+	s.m.published()
+}
+
+// Publish appends a frame to the log as if it had been relayed, recording
+// origin, without the per-client rules and without the Sequencer (for frames
+// that already passed them elsewhere). The payload is copied. It returns
+// ErrServerClosed after Shutdown.
+func (s *Server) Publish(op ws.Opcode, payload []byte, origin string) error {
+	if s.closing.Load() {
+		return ErrServerClosed
+	}
+	if err := checkDataOp(op); err != nil {
+		return err
+	}
+	mtype := ""
+	if s.live.Load().needTypes {
+		mtype = messageType(payload)
+	}
+	s.publish(op, payload, mtype, origin)
+	return nil
+}
+
+// Emit sends m into the bus, as if a client had sent it: every client and
+// every in-process handler receives it, in the bus's one order.
+func (s *Server) Emit(m message.Message) error {
+	b, err := m.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	return s.EmitAs(nil, ws.OpText, b)
+}
+
+// EmitRaw sends one frame of type op (ws.OpText or ws.OpBinary) into the
+// bus. The frame is copied. The bus's rules apply as to a client's frame.
+func (s *Server) EmitRaw(op ws.Opcode, payload []byte) error {
+	return s.EmitAs(nil, op, payload)
+}
+
+// EmitAs relays a frame under p's emit rule (nil: allowed) and the bus's
+// other rules, as if a client holding p had sent it; ErrNotAllowed when p
+// forbids its type. The frame is copied.
+func (s *Server) EmitAs(p *Permissions, op ws.Opcode, payload []byte) error {
+	if s.closing.Load() {
+		return ErrServerClosed
+	}
+	if err := checkDataOp(op); err != nil {
+		return err
+	}
+	return s.relay(nil, p, op, payload)
+}
+
+func checkDataOp(op ws.Opcode) error {
+	if op != ws.OpText && op != ws.OpBinary {
+		return errors.New("bus: not a data opcode")
+	}
+	return nil
+}
