@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"regexp"
@@ -134,15 +133,8 @@ func listenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	showCtx := fs.Bool("context", true, "show each message's context (pretty layout)")
 	count := fs.Int("count", 0, "exit after printing this many messages (0: no limit)")
 	reconnect := fs.Bool("reconnect", true, "reconnect when the connection drops (false: exit 3)")
-	pos, err := parseArgs(fs, args, stdout)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
-	if err != nil {
-		return exitUsage
-	}
-	if len(pos) > 0 {
-		return usageError(fs, stderr, "unexpected argument %q (use --type to filter)", pos[0])
+	if code, ok := parseFlagsOnly(fs, args, stdout, stderr, " (use --type to filter)"); !ok {
+		return code
 	}
 	if *count < 0 {
 		return usageError(fs, stderr, "--count must not be negative")

@@ -99,14 +99,20 @@ func newFlagSet(name, synopsis, exitHelp string, stderr io.Writer) *flag.FlagSet
 		fmt.Fprintf(w, "Usage: %s\n\nFlags:\n", synopsis)
 		fs.VisitAll(func(f *flag.Flag) {
 			arg, usage := flag.UnquoteUsage(f)
+			if a, ok := f.Value.(interface{ ArgName() string }); ok {
+				arg = a.ArgName() // config's flags name their value after its kind
+			}
 			if arg != "" {
 				arg = " " + arg
 			}
 			def := f.DefValue
-			if def == "" || isStringFlag(f) {
-				def = fmt.Sprintf("%q", def)
-			}
-			fmt.Fprintf(w, "  --%s%s\n    \t%s (default %s)\n", f.Name, arg, usage, def)
+			switch {
+			case isStringFlag(f):
+				def = fmt.Sprintf(" (default %q)", def)
+			case def != "":
+				def = " (default " + def + ")"
+			} // else the usage says it (config's flags: "default 8181; env OVOS_BUS_PORT")
+			fmt.Fprintf(w, "  --%s%s\n    \t%s%s\n", f.Name, arg, usage, def)
 		})
 		fmt.Fprint(w, exitHelp)
 	}
@@ -155,6 +161,22 @@ func parseArgs(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, err
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// parseFlagsOnly parses the command line of a command that takes no positional arguments (hint
+// follows the error about one). ok false means the command is done: with exit code 0 after
+// --help, or exitUsage after a mistake.
+func parseFlagsOnly(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, hint string) (code int, ok bool) {
+	pos, err := parseArgs(fs, args, stdout)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK, false
+	case err != nil:
+		return exitUsage, false
+	case len(pos) > 0:
+		return usageError(fs, stderr, "unexpected argument %q%s", pos[0], hint), false
+	}
+	return 0, true
 }
 
 // usageError prints the message and a pointer to the help to stderr and returns exitUsage.

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,6 +27,11 @@ websocket section of the OVOS configuration stack (mycroft.conf), then
 OVOS_BUS_CONFIG_FILE, the OVOS_BUS_* variables and these flags. SIGINT and
 SIGTERM stop it (exit 0), SIGHUP reloads the configuration.`
 
+const serveExitHelp = `
+Exit status: 0 stopped by SIGINT or SIGTERM (or --print-config done); 1 cannot start (configuration,
+TLS, bind); 2 bad usage.
+`
+
 // Log file rotation, as ovos_utils does it: 50 MB × 3 backups.
 const (
 	logFileMaxBytes = 50_000_000
@@ -45,24 +48,11 @@ func defaultServeSignals() (<-chan os.Signal, func()) {
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("ovbus serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("serve", serveSynopsis, serveExitHelp, stderr)
 	flags := config.RegisterFlags(fs)
 	printConfig := fs.Bool("print-config", false, "print the merged configuration and the layer that set each key, then exit")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), serveSynopsis)
-		fmt.Fprintln(fs.Output(), "\nFlags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "ovbus serve: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := parseFlagsOnly(fs, args, stdout, stderr, ""); !ok {
+		return code
 	}
 	load := func() (*config.Config, *config.Provenance, error) {
 		return config.Load(config.LoadOptions{Flags: flags})

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"runtime"
@@ -22,15 +20,8 @@ var (
 
 func runVersion(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("version", "ovbus version\n\nPrints the version, the commit and the build date stamped in by make release (or the\ncommit the Go toolchain recorded), and the Go version and platform. Same as ovbus --version.", "", stderr)
-	pos, err := parseArgs(fs, args, stdout)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
-	if err != nil {
-		return exitUsage
-	}
-	if len(pos) > 0 {
-		return usageError(fs, stderr, "unexpected argument %q", pos[0])
+	if code, ok := parseFlagsOnly(fs, args, stdout, stderr, ""); !ok {
+		return code
 	}
 	fmt.Fprintln(stdout, versionString())
 	return 0

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -55,9 +56,6 @@ func TestVersionFlagAndStamp(t *testing.T) {
 
 func TestHelpCommand(t *testing.T) {
 	for name := range commands {
-		if name == "serve" {
-			continue // serve's flags are being rewritten with config's key table
-		}
 		var out, errb bytes.Buffer
 		if code := run([]string{"help", name}, &out, &errb); code != 0 {
 			t.Errorf("help %s: exit %d, stderr %q", name, code, errb.String())
@@ -78,7 +76,8 @@ func TestHelpCommand(t *testing.T) {
 // A mistake prints the error and a pointer to --help on stderr, once; --help prints the help on
 // stdout, once.
 func TestHelpOnce(t *testing.T) {
-	for _, name := range []string{"listen", "send", "bench", "loadtest", "version"} {
+	oneDash := regexp.MustCompile(`(?m)^\s+-[a-z]`)
+	for _, name := range []string{"serve", "listen", "send", "bench", "loadtest", "version"} {
 		var out, errb bytes.Buffer
 		if code := run([]string{name, "--no-such-flag"}, &out, &errb); code != 2 {
 			t.Errorf("%s --no-such-flag: exit %d", name, code)
@@ -93,6 +92,9 @@ func TestHelpOnce(t *testing.T) {
 		}
 		if errb.Len() != 0 || strings.Count(out.String(), "Usage: ovbus "+name) != 1 {
 			t.Errorf("%s --help: stdout %q, stderr %q", name, out.String(), errb.String())
+		}
+		if l := oneDash.FindString(out.String()); l != "" {
+			t.Errorf("%s --help: a flag in the -flag style: %q (want --flag)", name, l)
 		}
 	}
 }
