@@ -5,6 +5,7 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+	"strings"
 )
 
 func init() { register("version", "print the version, commit, build date and Go version", runVersion) }
@@ -27,10 +28,14 @@ func runVersion(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// buildVCS returns the commit the binary was built from (shortened to 12 hex digits) with
-// "+dirty" when the tree had uncommitted changes, from the VCS stamp of the build information;
-// "unknown" when there is none (go test, a build outside a checkout, -buildvcs=false).
+// buildVCS returns the commit the binary was built from, with "+dirty" when the tree had
+// uncommitted changes: the one make release stamped, else the VCS stamp of the build
+// information; "unknown" when there is none (go run, go test, a build outside a checkout,
+// -buildvcs=false).
 func buildVCS() string {
+	if commit != "" {
+		return commit
+	}
 	rev, modified := "unknown", false
 	if info, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range info.Settings {
@@ -41,9 +46,6 @@ func buildVCS() string {
 				modified = s.Value == "true"
 			}
 		}
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
 	}
 	if modified {
 		rev += "+dirty"
@@ -63,6 +65,9 @@ func versionString() string {
 	}
 	if c == "" {
 		c = buildVCS()
+		if hex, dirty, _ := strings.Cut(c, "+"); len(hex) > 12 {
+			c = hex[:12] + strings.TrimSuffix("+"+dirty, "+")
+		}
 	}
 	date := ""
 	if d != "" {
