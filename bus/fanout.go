@@ -38,6 +38,10 @@ type entry struct {
 	pm     *ws.PreparedMessage
 	mtype  string // the message type, set only when receive permissions need it
 	origin string // Frame.Origin: "" unless published by Publish
+	// to is the id of the one session the entry is for (a notice about its
+	// own frame, see tell), 0 for everyone. Followers and in-process
+	// handlers skip such entries.
+	to uint64
 }
 
 // ring holds the log's entries, indexed by sequence number modulo its size.
