@@ -244,18 +244,26 @@ func TestFanoutSuiteCompare(t *testing.T) {
 	checkSVG(t, svg.Bytes(), "ovbus", "relay", "3×50")
 }
 
-func TestProgressOffWhenNotATerminal(t *testing.T) {
+func TestProgressLinesWhenNotATerminal(t *testing.T) {
+	var none *Progress
+	none.Begin(0, "x") // a nil Progress is a no-op
+	none.Update(1, 2)
+	none.Done()
 	var buf bytes.Buffer
 	p := NewProgress(&buf, 3)
-	if p != nil {
-		t.Fatal("progress on a buffer")
-	}
-	p.Begin(0, "x") // a nil Progress is a no-op
-	p.Update(1, 2)
+	p.Begin(0, "ovbus 5×200 run 1/1") // the first line is written at once
+	p.Update(10, 100)                 // then at most one every LineEvery
+	p.Begin(1, "ovbus 5×200 run 1/2")
 	p.Done()
-	if buf.Len() != 0 {
-		t.Errorf("wrote %q", buf.String())
+	if s := buf.String(); strings.Count(s, "\n") != 1 || !strings.HasPrefix(s, "[1/3 0s] ovbus 5×200 run 1/1") || strings.Contains(s, "\r") {
+		t.Errorf("progress lines %q", s)
 	}
+	p.last = time.Now().Add(-LineEvery)
+	p.Update(50, 100)
+	if s := buf.String(); strings.Count(s, "\n") != 2 || !strings.Contains(s, "[2/3 ") || !strings.Contains(s, "50%") {
+		t.Errorf("progress lines %q", s)
+	}
+	buf.Reset()
 	// Drawn on a writer that pretends to be a terminal.
 	q := &Progress{w: &buf, total: 2, start: time.Now()}
 	q.Begin(1, "ovbus 5×200 run 1/1")

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -106,7 +107,7 @@ func addBenchOutput(fs *flag.FlagSet, o *benchOutput, defaultURL string) {
 	fs.StringVar(&o.format, "format", "text", "report format on stdout: text, markdown or json")
 	fs.StringVar(&o.saveJSON, "save-json", "", "also write the JSON report to `FILE`")
 	fs.StringVar(&o.saveMD, "save-md", "", "also write the markdown table to `FILE`")
-	fs.StringVar(&o.plot, "plot", "", "write an SVG chart of throughput and latency percentiles per server to `FILE`")
+	fs.StringVar(&o.plot, "plot", "", "write an SVG chart of throughput and latency percentiles per server to `FILE` (named .svg)")
 	fs.BoolVar(&o.verbose, "verbose", false, "print one line per run on stderr")
 	fs.BoolVar(&o.insecure, "insecure", false, "wss:// without verifying the server's certificate")
 	fs.StringVar(&o.from, "from", "", "run nothing: print (and --plot, --save-md) the JSON report saved in `FILE`")
@@ -180,6 +181,9 @@ func (o *benchOutput) check() error {
 	}
 	if o.repeat < 1 {
 		return fmt.Errorf("--repeat must be at least 1")
+	}
+	if ext := strings.ToLower(filepath.Ext(o.plot)); o.plot != "" && ext != ".svg" {
+		return fmt.Errorf("--plot %s: the chart is SVG, so the file must be named .svg (for a PNG, convert it: rsvg-convert -o x.png x.svg)", o.plot)
 	}
 	return nil
 }

@@ -180,6 +180,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"bench", "--clients", "0"},
 		{"bench", "--preset", "nonsense"},
 		{"bench", "--format", "xml"},
+		{"bench", "--plot", "x.png"},
+		{"loadtest", "--plot", "chart"},
 		{"bench", "--compare", "a=http://x/"},
 		{"bench", "a=ws://127.0.0.1:1/", "a=ws://127.0.0.1:2/"},
 		{"bench", "--no-such-flag"},
