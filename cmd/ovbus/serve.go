@@ -96,13 +96,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	var tlsConfig *tls.Config
 	if cfg.SSL {
-		cert, err := cfg.Certificate()
-		if err != nil {
+		var err error
+		if tlsConfig, err = serveTLS(cfg, logger); err != nil {
 			logger.Error("Cannot set up TLS", "error", err)
 			fmt.Fprintln(stderr, "ovbus serve:", err)
 			return 1
 		}
-		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	srv, err := bus.New(busOptions(cfg, tlsConfig, logger))
 	if err != nil {
@@ -142,7 +141,40 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if err := srv.Shutdown(ctx); err != nil {
 		logger.Warn("Shutdown did not finish in time; connections dropped", "error", err)
 	}
+	logger.Info("Message bus stopped")
 	return 0
+}
+
+// serveTLS returns the TLS configuration of ssl: true, and logs which certificate it serves:
+// ssl_cert and ssl_key, or the self-signed pair, saying so when it was created (first start,
+// or the old pair was unusable) and where, so that clients can be given it (--ca).
+func serveTLS(cfg *config.Config, logger *slog.Logger) (*tls.Config, error) {
+	certPath, keyPath := cfg.SSLCert, cfg.SSLKey
+	selfSigned := certPath == "" || keyPath == ""
+	var before time.Time
+	if selfSigned {
+		var err error
+		if certPath, keyPath, err = config.CertificatePaths(nil); err != nil {
+			return nil, err
+		}
+		if fi, err := os.Stat(certPath); err == nil {
+			before = fi.ModTime()
+		}
+	}
+	cert, err := cfg.Certificate()
+	if err != nil {
+		return nil, err
+	}
+	switch fi, err := os.Stat(certPath); {
+	case selfSigned && err == nil && !fi.ModTime().Equal(before):
+		logger.Info("Created a self-signed TLS certificate; give it to clients to trust (ovbus listen --ca FILE)",
+			"cert", certPath, "key", keyPath)
+	case selfSigned:
+		logger.Info("Serving the self-signed TLS certificate", "cert", certPath)
+	default:
+		logger.Info("Serving the TLS certificate", "cert", certPath)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // reload re-reads the configuration on SIGHUP and applies what can change
