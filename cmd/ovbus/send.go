@@ -134,7 +134,8 @@ func (b *busFlags) connError(err error, timeout time.Duration) string {
 	var host x509.HostnameError
 	var invalid x509.CertificateInvalidError
 	switch {
-	case errors.Is(err, context.DeadlineExceeded) && timeout > 0:
+	case timeout > 0 && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)):
+		// The dial's context deadline, or the socket deadline it became.
 		msg = fmt.Sprintf("timed out after %v", timeout)
 	case errors.As(err, &unknown):
 		msg += "; to trust the bus's certificate pass --ca FILE with it (a self-signed ovbus or ovos-messagebus " +
