@@ -255,7 +255,7 @@ func (o *Options) validate() error {
 		bad("route", "must be a plain URL path, got %q", o.Route)
 	}
 	if o.MaxMsgSize < 0 || o.MaxMsgSize > MaxMsgSizeLimit {
-		bad("max_msg_size", "expected a number of bytes greater than 0 and at most %d, got %d", MaxMsgSizeLimit, o.MaxMsgSize)
+		bad("max_msg_size", "expected a number of bytes greater than 0 and at most %d, got %d", int64(MaxMsgSizeLimit), o.MaxMsgSize)
 	}
 	for i, t := range o.FilterLogs {
 		if t == "" {
