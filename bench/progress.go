@@ -21,9 +21,10 @@ func IsTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// Progress draws one self-overwriting status line on a terminal: which run
-// of how many, what it is, and how far it got. A nil *Progress draws
-// nothing, so callers need not check.
+// Progress shows which run of how many is going, what it is, and how far it
+// got: on a terminal as one self-overwriting status line; elsewhere (a log
+// file, a pipe, CI) as whole lines, one every LineEvery at most. A nil
+// *Progress shows nothing, so callers need not check.
 type Progress struct {
 	w     io.Writer
 	mu    sync.Mutex
@@ -32,15 +33,16 @@ type Progress struct {
 	label string
 	step  int
 	width int
+	lines bool      // not a terminal: whole lines
+	last  time.Time // when the last line was written (lines mode)
 }
 
-// NewProgress returns a Progress for total runs on w, or nil when w is not
-// a terminal.
+// LineEvery is the least time between two progress lines on a writer that is not a terminal.
+const LineEvery = 5 * time.Second
+
+// NewProgress returns a Progress for total runs on w.
 func NewProgress(w io.Writer, total int) *Progress {
-	if !IsTerminal(w) {
-		return nil
-	}
-	return &Progress{w: w, total: total, start: time.Now()}
+	return &Progress{w: w, total: total, start: time.Now(), lines: !IsTerminal(w)}
 }
 
 // Begin starts run step (0-based) described by label.
@@ -72,6 +74,13 @@ func (p *Progress) Update(done, expected int64) {
 	} else if done > 0 {
 		line += fmt.Sprintf(" %d", done)
 	}
+	if p.lines {
+		if now := time.Now(); p.last.IsZero() || now.Sub(p.last) >= LineEvery {
+			p.last = now
+			fmt.Fprintln(p.w, line)
+		}
+		return
+	}
 	n := utf8.RuneCountInString(line)
 	pad := ""
 	if n < p.width {
@@ -88,6 +97,9 @@ func (p *Progress) Done() {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.lines {
+		return
+	}
 	fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", p.width))
 	p.width = 0
 }

@@ -26,10 +26,14 @@ const (
 // of the first target (the subject) to the best other one. It is also the
 // --json output.
 type Report struct {
-	Kind     string         `json:"kind"`
-	Date     string         `json:"date"`
-	Machine  Machine        `json:"machine"`
-	Command  string         `json:"command,omitempty"`
+	Kind    string  `json:"kind"`
+	Date    string  `json:"date"`
+	Machine Machine `json:"machine"`
+	// Command is the command line that made the report, subcommand included.
+	Command string `json:"command,omitempty"`
+	// Commit is the ovbus commit of the binary that ran it ("+dirty": built from a tree with
+	// uncommitted changes; "unknown": built without VCS information, as go run does).
+	Commit   string         `json:"commit,omitempty"`
 	Settings map[string]any `json:"settings"`
 	Repeat   int            `json:"repeat"`
 	// Series holds one entry per scenario and target, in scenario order
@@ -74,10 +78,55 @@ type Headline struct {
 	Value    float64 `json:"value"`
 	BestPeer string  `json:"best_peer"`
 	Peer     float64 `json:"peer_value"`
-	// Ratio is Value ÷ Peer; Ahead says whether the subject is better
-	// (a higher throughput, a lower latency or CPU time).
+	// Ratio is Value ÷ Peer; Ahead says whether the subject's median is
+	// better (a higher throughput, a lower latency or CPU time).
 	Ratio float64 `json:"ratio"`
 	Ahead bool    `json:"ahead"`
+	// RatioMin and RatioMax are the lowest and highest ratio of the
+	// subject's run to the peer's run of the same repeat (runs are
+	// interleaved, so repeat i of both ran side by side).
+	RatioMin float64 `json:"ratio_min"`
+	RatioMax float64 `json:"ratio_max"`
+	// Verdict is "ahead", "behind" or "level": level when the ratios of
+	// the repeats straddle 1 (the difference is inside the noise) or the
+	// median ratio is within LevelThreshold of 1.
+	Verdict string `json:"verdict"`
+}
+
+// LevelThreshold is how close to 1 a median ratio must be for a headline to say "level" whatever
+// the spread: differences under 5 % are not worth a claim on a shared machine.
+const LevelThreshold = 0.05
+
+// verdict judges a headline from its median ratio and the per-repeat ratios.
+func verdict(ratio, lo, hi float64, n int, higher bool) string {
+	if (n >= 2 && lo <= 1 && hi >= 1) || math.Abs(ratio-1) <= LevelThreshold {
+		return "level"
+	}
+	if (ratio > 1) == higher {
+		return "ahead"
+	}
+	return "behind"
+}
+
+// pairedRatios returns the lowest and highest ratio subject run ÷ peer run of key, over the
+// repeats both have, and how many there were.
+func pairedRatios(subj, peer *Series, key string) (lo, hi float64, n int) {
+	for i := 0; i < len(subj.Runs) && i < len(peer.Runs); i++ {
+		a, okA := subj.Runs[i][key]
+		b, okB := peer.Runs[i][key]
+		if !okA || !okB || b == 0 {
+			continue
+		}
+		r := a / b
+		if n == 0 || r < lo {
+			lo = r
+		}
+		if n == 0 || r > hi {
+			hi = r
+		}
+		n++
+	}
+	return lo, hi, n
 }
 
 // Machine describes where the benchmark ran.
@@ -345,6 +394,9 @@ func (r *Report) headline() []Headline {
 			} else {
 				h.Ahead = v.Median < bestV
 			}
+			lo, hi, n := pairedRatios(subj, best, hm.key)
+			h.RatioMin, h.RatioMax = lo, hi
+			h.Verdict = verdict(h.Ratio, lo, hi, n, hm.higher)
 			out = append(out, h)
 		}
 	}
@@ -610,12 +662,8 @@ func (r *Report) writeFooter(w io.Writer, markdown bool) {
 			fmt.Fprintf(w, "Headline: %s against the best other target in each scenario\n", r.Headline[0].Subject)
 		}
 		for _, h := range r.Headline {
-			mark := "behind"
-			if h.Ahead {
-				mark = "ahead"
-			}
 			fmt.Fprintf(w, "%s%s %s: ×%.2f vs %s (%s vs %s) — %s\n", bullet, h.Scenario, metricLabel(h.Metric),
-				h.Ratio, h.BestPeer, formatMetric(h.Metric, h.Value), formatMetric(h.Metric, h.Peer), mark)
+				h.Ratio, h.BestPeer, formatMetric(h.Metric, h.Value), formatMetric(h.Metric, h.Peer), h.why(r.Repeat))
 		}
 	}
 	if len(r.Notes) > 0 {
@@ -628,6 +676,31 @@ func (r *Report) writeFooter(w io.Writer, markdown bool) {
 			}
 		}
 	}
+}
+
+// why is the verdict with what it rests on.
+func (h Headline) why(repeat int) string {
+	v := h.Verdict
+	if v == "" { // a report saved before verdicts
+		v = "behind"
+		if h.Ahead {
+			v = "ahead"
+		}
+	}
+	if repeat < 2 || h.RatioMin == 0 {
+		if v == "level" {
+			return fmt.Sprintf("level (within %.0f%%; one run each, no spread to judge by: use --repeat 3 or more)", LevelThreshold*100)
+		}
+		return v + " (one run each, no spread to judge by: use --repeat 3 or more)"
+	}
+	span := fmt.Sprintf("×%.2f–×%.2f over the repeats", h.RatioMin, h.RatioMax)
+	switch {
+	case v == "level" && h.RatioMin <= 1 && h.RatioMax >= 1:
+		return "level (" + span + ": inside the noise)"
+	case v == "level":
+		return fmt.Sprintf("level (%s, within %.0f%%)", span, LevelThreshold*100)
+	}
+	return v + " (" + span + ")"
 }
 
 func metricLabel(k string) string {

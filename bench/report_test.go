@@ -244,18 +244,26 @@ func TestFanoutSuiteCompare(t *testing.T) {
 	checkSVG(t, svg.Bytes(), "ovbus", "relay", "3×50")
 }
 
-func TestProgressOffWhenNotATerminal(t *testing.T) {
+func TestProgressLinesWhenNotATerminal(t *testing.T) {
+	var none *Progress
+	none.Begin(0, "x") // a nil Progress is a no-op
+	none.Update(1, 2)
+	none.Done()
 	var buf bytes.Buffer
 	p := NewProgress(&buf, 3)
-	if p != nil {
-		t.Fatal("progress on a buffer")
-	}
-	p.Begin(0, "x") // a nil Progress is a no-op
-	p.Update(1, 2)
+	p.Begin(0, "ovbus 5×200 run 1/1") // the first line is written at once
+	p.Update(10, 100)                 // then at most one every LineEvery
+	p.Begin(1, "ovbus 5×200 run 1/2")
 	p.Done()
-	if buf.Len() != 0 {
-		t.Errorf("wrote %q", buf.String())
+	if s := buf.String(); strings.Count(s, "\n") != 1 || !strings.HasPrefix(s, "[1/3 0s] ovbus 5×200 run 1/1") || strings.Contains(s, "\r") {
+		t.Errorf("progress lines %q", s)
 	}
+	p.last = time.Now().Add(-LineEvery)
+	p.Update(50, 100)
+	if s := buf.String(); strings.Count(s, "\n") != 2 || !strings.Contains(s, "[2/3 ") || !strings.Contains(s, "50%") {
+		t.Errorf("progress lines %q", s)
+	}
+	buf.Reset()
 	// Drawn on a writer that pretends to be a terminal.
 	q := &Progress{w: &buf, total: 2, start: time.Now()}
 	q.Begin(1, "ovbus 5×200 run 1/1")
@@ -263,5 +271,46 @@ func TestProgressOffWhenNotATerminal(t *testing.T) {
 	q.Done()
 	if s := buf.String(); !strings.Contains(s, "[2/2 ") || !strings.Contains(s, "##########..........]  50%") {
 		t.Errorf("progress line %q", s)
+	}
+}
+
+// Two identical servers whose repeats vary: the ratios straddle 1, so the verdict is "level",
+// whatever the medians say.
+func TestHeadlineLevelInsideTheNoise(t *testing.T) {
+	r := NewReport(KindLoad, 3, nil)
+	a := r.SeriesFor("10×1k", Target{Name: "a"})
+	b := r.SeriesFor("10×1k", Target{Name: "b"})
+	for _, v := range [][2]float64{{900, 1000}, {1100, 950}, {1000, 1040}} {
+		a.Add(map[string]float64{"msg_per_sec": v[0], "rtt_p99_ms": 2000 / v[0]})
+		b.Add(map[string]float64{"msg_per_sec": v[1], "rtt_p99_ms": 2000 / v[1]})
+	}
+	r.Finish()
+	for _, h := range r.Headline {
+		if h.Verdict != "level" || h.RatioMin > 1 || h.RatioMax < 1 {
+			t.Errorf("%s: verdict %q, ratios %.2f–%.2f", h.Metric, h.Verdict, h.RatioMin, h.RatioMax)
+		}
+	}
+	var text bytes.Buffer
+	r.WriteText(&text)
+	if !strings.Contains(text.String(), "level (×0.90–×1.16 over the repeats: inside the noise)") {
+		t.Errorf("text:\n%s", text.String())
+	}
+	// The fake report's subject is clearly ahead on throughput and behind on p99.
+	f := fakeReport()
+	if v := f.Headline[0].Verdict; v != "ahead" {
+		t.Errorf("throughput verdict %q", v)
+	}
+	if v := f.Headline[1].Verdict; v != "behind" {
+		t.Errorf("p99 verdict %q", v)
+	}
+	// One run each: a ratio within LevelThreshold is level, and the text says there is no spread.
+	one := NewReport(KindLoad, 1, nil)
+	one.SeriesFor("s", Target{Name: "a"}).Add(map[string]float64{"msg_per_sec": 1000})
+	one.SeriesFor("s", Target{Name: "b"}).Add(map[string]float64{"msg_per_sec": 1030})
+	one.Finish()
+	text.Reset()
+	one.WriteText(&text)
+	if h := one.Headline[0]; h.Verdict != "level" || !strings.Contains(text.String(), "no spread to judge by") {
+		t.Errorf("one run: %+v\n%s", h, text.String())
 	}
 }

@@ -99,7 +99,9 @@ port_free() {
 }
 
 log "building ovbus and the echo server"
-(cd "$root" && go build -o "$out/ovbus" ./cmd/ovbus && go build -o "$out/echoserver" ./examples/echoserver)
+# The commit is stamped in, so that every report records it (with +dirty for uncommitted changes).
+commit=$(cd "$root" && git rev-parse --short=12 HEAD)$(cd "$root" && git diff --quiet HEAD || echo +dirty)
+(cd "$root" && go build -ldflags "-X main.commit=$commit" -o "$out/ovbus" ./cmd/ovbus && go build -o "$out/echoserver" ./examples/echoserver)
 ovbus=$out/ovbus
 
 {

@@ -11,7 +11,7 @@ import (
 )
 
 // TestBurstFromOneRead: of messages that reach the bus in one network read,
-// the last one dropped now and then, every subscriber gets every allowed
+// the last one dropped now and then (its sender is told), every subscriber gets every allowed
 // message, in order, without waiting for another message to push them out.
 func TestBurstFromOneRead(t *testing.T) {
 	_, url := testServer(t, Options{Auth: Auth{Required: true, Tokens: map[string]Permissions{
@@ -45,6 +45,14 @@ func TestBurstFromOneRead(t *testing.T) {
 				if err != nil || string(b) != want {
 					t.Fatalf("round %d, message %d: %q, %v; want %s", round, i, b, err, want)
 				}
+			}
+		}
+		if round%2 == 0 { // the sender alone is told that speak was not relayed
+			rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+			_, b, err := sender.ReadMessage(rctx)
+			rcancel()
+			if want := string(notAllowedMessage("speak")); err != nil || string(b) != want {
+				t.Fatalf("round %d: %q, %v; want %s", round, b, err, want)
 			}
 		}
 	}

@@ -576,9 +576,11 @@ func TestAuthAndPermissions(t *testing.T) {
 	admin := dial(t, url+"?token=admin", nil)
 	gui := dial(t, url, &ws.DialOptions{Header: http.Header{"Authorization": {"Bearer gui"}}})
 
-	// gui may not emit speak: dropped for everyone. gui.* passes and both
-	// receive it, as the next message.
+	// gui may not emit speak: dropped for everyone, and gui alone is told,
+	// whatever its receive rule. gui.* passes and both receive it, as the
+	// next message.
 	send(t, gui, ws.OpText, []byte(`{"type":"speak"}`))
+	expect(t, ws.OpText, []byte(`{"type":"ovos.bus.error","data":{"error":"not allowed","msg_type":"speak"},"context":{}}`), gui)
 	m := []byte(`{"type":"gui.value.set"}`)
 	send(t, gui, ws.OpText, m)
 	expect(t, ws.OpText, m, admin, gui)

@@ -51,6 +51,11 @@ type entry struct {
 	// compressedSmall), and their bytes in hub.extra; -1 once released.
 	forms atomic.Uint32
 	extra atomic.Int64
+
+	// to is the id of the one session the entry is for (a notice about its
+	// own frame, see tell), 0 for everyone. Followers and in-process
+	// handlers skip such entries.
+	to uint64
 }
 
 // The compressed forms of an entry (ws.PreparedMessage.FrameWindow).

@@ -197,12 +197,19 @@ func (fl *Follower) Next(ctx context.Context, dst []Frame) ([]Frame, error) {
 	if fl.err != nil {
 		return dst, fl.err
 	}
-	batch, err := fl.f.next(ctx, fl.closed, fl.s.closingC, fl.batch[:0], max(cap(dst)-len(dst), 1), math.MaxInt64)
-	for _, e := range batch {
-		dst = append(dst, fl.s.frame(e))
+	n := len(dst)
+	var err error
+	for len(dst) == n && err == nil { // a batch of notices for one client only: wait on
+		var batch []*entry
+		batch, err = fl.f.next(ctx, fl.closed, fl.s.closingC, fl.batch[:0], max(cap(dst)-len(dst), 1), math.MaxInt64)
+		for _, e := range batch {
+			if e.to == 0 { // not a notice for one client
+				dst = append(dst, fl.s.frame(e))
+			}
+		}
+		clear(batch)
+		fl.batch = batch[:0]
 	}
-	clear(batch)
-	fl.batch = batch[:0]
 	switch err {
 	case ErrLagged:
 		msgs, size := fl.f.lag()

@@ -131,6 +131,9 @@ func (d *dispatcher) run() {
 }
 
 func (d *dispatcher) deliver(e *entry) {
+	if e.to != 0 {
+		return // a notice for one client
+	}
 	hs := d.handlers.Load()
 	if len(hs.frames) > 0 {
 		f := d.s.frame(e)

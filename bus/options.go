@@ -214,6 +214,10 @@ type Auth struct {
 	Required bool
 	// Tokens maps a secret token (sent as ?token=... or Authorization:
 	// Bearer ...) to what its holder may do. An unknown token is rejected.
+	// A frame whose type the holder may not emit is not relayed; the
+	// sender alone gets {"type": "ovos.bus.error", "data": {"error": "not
+	// allowed", "msg_type": TYPE}, "context": {}} in its place in the log
+	// (NotAllowedType), and its connection stays open.
 	Tokens map[string]Permissions
 }
 

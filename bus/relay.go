@@ -3,6 +3,7 @@ package bus
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"slices"
@@ -54,6 +55,9 @@ func (s *Server) relay(c *session, perms *Permissions, op ws.Opcode, b []byte) e
 		if !perms.CanEmit(mtype) {
 			s.m.rejected(rejectPermission)
 			s.log.Warn("Dropped message: not allowed to emit", "remote", remoteOf(c), "token", perms.Name, "msg_type", mtype)
+			if c != nil {
+				s.tell(c, notAllowedMessage(mtype))
+			}
 			return ErrNotAllowed
 		}
 	}
@@ -73,6 +77,32 @@ func (s *Server) relay(c *session, perms *Permissions, op ws.Opcode, b []byte) e
 	}
 	s.accept(op, b, mtype)
 	return nil
+}
+
+// NotAllowedType is the type of the notice a client gets, and only that client, for each frame
+// its token's emit rule forbids: {"type": "ovos.bus.error", "data": {"error": "not allowed",
+// "msg_type": TYPE}, "context": {}}. The frame is not relayed and the connection stays open.
+// Without auth no frame is forbidden, so no client of a bus without tokens ever sees one.
+const NotAllowedType = "ovos.bus.error"
+
+func notAllowedMessage(mtype string) []byte {
+	t, _ := json.Marshal(mtype)
+	b := make([]byte, 0, 96+len(t))
+	b = append(b, `{"type":"`+NotAllowedType+`","data":{"error":"not allowed","msg_type":`...)
+	b = append(b, t...)
+	return append(b, `},"context":{}}`...)
+}
+
+// tell appends a frame to the log for session c alone: it is written to c in its place in the
+// log, after the frames relayed before it, whatever c's receive rule. It bypasses the Sequencer:
+// a notice is this server's business, not the cluster's.
+func (s *Server) tell(c *session, b []byte) {
+	pm, err := ws.NewPreparedMessage(ws.OpText, b, s.opts.Compression)
+	if err != nil {
+		s.log.Error("Cannot encode message", "error", err)
+		return
+	}
+	s.hub.publish(&entry{pm: pm, size: int64(len(pm.Frame(false))), born: s.hub.now(), to: c.id})
 }
 
 func remoteOf(c *session) string {

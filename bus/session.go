@@ -166,7 +166,11 @@ func (c *session) writeLoop() {
 		cursor, sentBytes := c.f.cursor.Load(), c.f.fetched.Load()
 		var size int64
 		for _, e := range batch {
-			if c.perms != nil && c.perms.Receive != nil && !c.perms.CanReceive(e.mtype) {
+			if e.to != 0 {
+				if e.to != c.id {
+					continue // another client's notice
+				}
+			} else if c.perms != nil && c.perms.Receive != nil && !c.perms.CanReceive(e.mtype) {
 				continue
 			}
 			if c.windowBits >= 0 {

@@ -302,7 +302,8 @@ func (c *Client) State() State {
 	return c.state
 }
 
-// Done is closed when Close has finished.
+// Done is closed when Close has finished and the last handler and OnState call have returned
+// (see Close).
 func (c *Client) Done() <-chan struct{} { return c.done }
 
 // setState records s and reports it; c.mu must be held.
@@ -824,8 +825,11 @@ func (c *Client) WaitForResponse(ctx context.Context, m message.Message, replyTy
 // Close closes the connection (with a closing handshake), stops reconnecting and stops the
 // handlers: handlers that are idle are gone when Close returns; a handler that is running (it may be
 // the caller) finishes on its own, and nothing is delivered after it. Messages still queued are
-// dropped, which Close reports as an error. Calls after the first return nil at once; Done is
-// closed when the first has finished.
+// dropped, which Close reports as an error. Calls after the first return nil at once.
+//
+// Done is closed when the first Close has finished and every handler and OnState call has
+// returned, the report of the Closed state included; so a handler or OnState must not wait for
+// Done of its own client.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closeCalled {
@@ -854,19 +858,37 @@ func (c *Client) Close() error {
 	}
 	c.mu.Unlock()
 
-	var wait []<-chan struct{}
+	// Idle dispatchers end at once: wait for them here. A busy one may be running the caller (a
+	// handler or OnState closing its own client), so Close cannot wait for it; Done waits for every
+	// one, so that a reader of Done has seen the last state change (Closed, with its error).
+	var idle, busy []<-chan struct{}
 	for _, h := range hs {
-		if !h.d.stop() {
-			wait = append(wait, h.d.done)
+		if h.d.stop() {
+			busy = append(busy, h.d.done)
+		} else {
+			idle = append(idle, h.d.done)
 		}
 	}
-	if c.stateD != nil && !c.stateD.finish() {
-		wait = append(wait, c.stateD.done)
+	if c.stateD != nil {
+		if c.stateD.finish() {
+			busy = append(busy, c.stateD.done)
+		} else {
+			idle = append(idle, c.stateD.done)
+		}
 	}
-	for _, ch := range wait {
+	for _, ch := range idle {
 		<-ch
 	}
-	close(c.done)
+	if len(busy) == 0 {
+		close(c.done)
+	} else {
+		go func() {
+			for _, ch := range busy {
+				<-ch
+			}
+			close(c.done)
+		}()
+	}
 	if unsent > 0 {
 		return fmt.Errorf("client: closed with %d queued messages unsent", unsent)
 	}

@@ -201,12 +201,15 @@ type kind struct {
 	// boolFlag: the flag may stand alone (--ssl); list: comma-separated
 	// in variables and flags.
 	boolFlag, list bool
+	// arg names the flag's value in its help (--port N); "" for a boolFlag.
+	arg string
 }
 
 func noCheck(any) string { return "" }
 
 var (
 	kindString = &kind{
+		arg:    "TEXT",
 		decode: func(v any, p any) (err error) { *p.(*string), err = asString(v); return },
 		check:  noCheck,
 		value:  func(p any) any { return *p.(*string) },
@@ -214,6 +217,7 @@ var (
 	// kindHost is a string that must not be empty: the bus reads "" as
 	// its default host.
 	kindHost = &kind{
+		arg:    "HOST",
 		decode: kindString.decode,
 		check: func(p any) string {
 			if *p.(*string) == "" {
@@ -225,6 +229,7 @@ var (
 	}
 	// kindFile is a string shown as null when empty.
 	kindFile = &kind{
+		arg:    "FILE",
 		decode: kindString.decode,
 		check:  noCheck,
 		value: func(p any) any {
@@ -277,6 +282,7 @@ var (
 	// kindMiB is a size written in MiB (fractions allowed) and kept in
 	// bytes, greater than 0 and at most bus.MaxMsgSizeLimit.
 	kindMiB = &kind{
+		arg: "MiB",
 		decode: func(v any, p any) error {
 			f, err := asFloat(v, "a size in MiB (a number greater than 0)")
 			if err != nil {
@@ -294,6 +300,7 @@ var (
 	// kindSeconds is a duration greater than 0 (the bus reads 0 as its
 	// default).
 	kindSeconds = &kind{
+		arg:    "SECONDS",
 		decode: func(v any, p any) (err error) { *p.(*time.Duration), err = asSeconds(v); return },
 		check: func(p any) string {
 			if d := *p.(*time.Duration); d <= 0 {
@@ -307,6 +314,7 @@ var (
 	// as a negative bus.Options.ShutdownTimeout, since the bus reads 0 as
 	// its default.
 	kindDrain = &kind{
+		arg: "SECONDS",
 		decode: func(v any, p any) error {
 			d, err := asSeconds(v)
 			if err != nil {
@@ -325,6 +333,7 @@ var (
 		value: func(p any) any { return max(p.(*time.Duration).Seconds(), 0) },
 	}
 	kindList = &kind{
+		arg:    "LIST",
 		decode: func(v any, p any) (err error) { *p.(*[]string), err = asStringList(v); return },
 		check:  noCheck,
 		value:  func(p any) any { return nonNil(*p.(*[]string)) },
@@ -338,6 +347,7 @@ var (
 	// kindLevel is the log level; decodeLogLevel reads it from the
 	// logging section.
 	kindLevel = &kind{
+		arg: "LEVEL",
 		check: func(p any) string {
 			if l := *p.(*string); logLevels[l] != l {
 				return fmt.Sprintf("expected DEBUG, INFO, WARNING, ERROR or CRITICAL, got %q", l)
@@ -353,6 +363,7 @@ var (
 // the bus checks the other bounds.
 func intKind[T int | int64](want string, positive bool) *kind {
 	return &kind{
+		arg: "N",
 		decode: func(v any, p any) error {
 			n, err := asInt(v, math.MinInt32, math.MaxInt32, want)
 			if _, wide := p.(*int64); wide {

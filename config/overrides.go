@@ -90,6 +90,9 @@ func (v *flagValue) Set(s string) error {
 
 func (v *flagValue) IsBoolFlag() bool { return v.k.kind.boolFlag }
 
+// ArgName names the flag's value in the help (--port N).
+func (v *flagValue) ArgName() string { return v.k.kind.arg }
+
 // RegisterFlags registers the configuration flags on fs, one per key of
 // the key table that has one (--host, --port, ..., --log-level; see the
 // package documentation). Only flags given on the command line override the

@@ -157,11 +157,11 @@ func parseJSON(file string, raw []byte) (*tree, error) {
 	start := p.next()
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, p.syntaxErr(err)
+		return nil, yamlHint(p.syntaxErr(err), data)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, &Error{File: file, Line: start.line, Col: start.col,
-			Msg: "invalid JSON: the top level must be an object, got " + describeToken(tok)}
+		return nil, yamlHint(&Error{File: file, Line: start.line, Col: start.col,
+			Msg: "invalid JSON: the top level must be an object, got " + describeToken(tok)}, data)
 	}
 	obj, err := p.object("")
 	if err != nil {
@@ -176,6 +176,28 @@ func parseJSON(file string, raw []byte) (*tree, error) {
 			Msg: "invalid JSON: unexpected data after the top-level object"}
 	}
 	return &tree{data: obj, pos: p.pos}, nil
+}
+
+// yamlKey matches a line that opens a YAML document or mapping: "---", "key:" or "key: value".
+var yamlKey = regexp.MustCompile(`^(---|[A-Za-z_][\w.-]*\s*:(\s|$))`)
+
+// yamlHint adds to the error of a JSON file whose first line of code reads as YAML that YAML is
+// read only from .yml and .yaml files, as ovos-config does (data has its comments blanked).
+func yamlHint(err error, data []byte) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if t := bytes.TrimSpace(line); len(t) > 0 {
+			if yamlKey.Match(t) {
+				e.Msg += "; this looks like YAML, which is read only from files named .yml or .yaml: " +
+					"rename the file or write it as JSON"
+			}
+			break
+		}
+	}
+	return err
 }
 
 // next returns the position of the next token: the decoder's offset moved

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -93,14 +92,4 @@ func ProcessCPU(pid int) (time.Duration, error) {
 		return 0, fmt.Errorf("pid %d: %w", pid, err)
 	}
 	return st.CPU(ClockTicks()), nil
-}
-
-// SelfCPU returns the CPU time (user + system) this process has used so far,
-// from getrusage(RUSAGE_SELF), in microseconds resolution.
-func SelfCPU() (time.Duration, error) {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0, err
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }

@@ -80,6 +80,31 @@ func burn(d time.Duration) (x uint64) {
 	return x
 }
 
+// burnCPU keeps this goroutine busy until getrusage says the process has used at least d of CPU
+// time, however long a loaded machine takes to give it that (a wall-clock loop gets a few
+// milliseconds of CPU beside busy loops), and returns what it used. A minute without it is a
+// measurement that is stuck.
+func burnCPU(t *testing.T, d time.Duration) time.Duration {
+	t.Helper()
+	s0, err := SelfCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for give := time.Now().Add(time.Minute); ; {
+		_ = burn(5 * time.Millisecond)
+		s, err := SelfCPU()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s-s0 >= d {
+			return s - s0
+		}
+		if time.Now().After(give) {
+			t.Fatalf("getrusage: %v of CPU time after a minute of busy loop", s-s0)
+		}
+	}
+}
+
 func TestSelfAndProcessCPU(t *testing.T) {
 	s0, err := SelfCPU()
 	if err != nil {
@@ -89,7 +114,7 @@ func TestSelfAndProcessCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = burn(150 * time.Millisecond)
+	burnCPU(t, 150*time.Millisecond)
 	s1, _ := SelfCPU()
 	p1, _ := ProcessCPU(os.Getpid())
 	if s1-s0 < 20*time.Millisecond {

@@ -8,12 +8,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/ovbus/ovbus/bench"
-	"github.com/ovbus/ovbus/client"
+	"github.com/ovbus/ovbus/bus"
 	"github.com/ovbus/ovbus/ws"
 )
 
@@ -41,7 +43,12 @@ A URL may list the nodes of one clustered bus, comma-separated: the sender
 connects to the first node, the subscribers to each node in turn, and the CPU
 time of every node's process is added up.
 
+Without --url or NAME=URL, bench starts an ovbus of its own in this process, on a
+free loopback port, and measures that: it never floods a bus it was not pointed
+at (the OVOS bus on 127.0.0.1:8181 is a live one).
+
 Examples:
+  ovbus bench --clients 50 --messages 2000
   ovbus bench --url ws://127.0.0.1:8181/core --clients 50 --messages 2000
   ovbus bench --compare one=ws://127.0.0.1:8181/core three=ws://127.0.0.1:8281/core,ws://127.0.0.1:8282/core,ws://127.0.0.1:8283/core
   ovbus bench --preset seeds --repeat 3 --compare ovbus=ws://127.0.0.1:8181/core tornado=ws://127.0.0.1:8182/core
@@ -91,7 +98,11 @@ type benchOutput struct {
 }
 
 func addBenchOutput(fs *flag.FlagSet, o *benchOutput, defaultURL string) {
-	fs.StringVar(&o.url, "url", defaultURL, "`URL` of the server under test (when --compare is not given)")
+	urlHelp := "`URL` of the server under test (when --compare is not given)"
+	if defaultURL == "" {
+		urlHelp += "; without one, bench measures an ovbus it starts in this process on a free port, never a bus it was not pointed at"
+	}
+	fs.StringVar(&o.url, "url", defaultURL, urlHelp)
 	fs.StringVar(&o.name, "name", "ovbus", "`NAME` of the --url server in the report")
 	fs.Var(&o.compare, "compare", "`NAME=URL` of a server to compare; repeat it (or give more NAME=URL arguments); the first is the subject of the headline")
 	fs.IntVar(&o.repeat, "repeat", 1, "runs of every scenario and server; the report shows median, min and max")
@@ -101,7 +112,7 @@ func addBenchOutput(fs *flag.FlagSet, o *benchOutput, defaultURL string) {
 	fs.StringVar(&o.format, "format", "text", "report format on stdout: text, markdown or json")
 	fs.StringVar(&o.saveJSON, "save-json", "", "also write the JSON report to `FILE`")
 	fs.StringVar(&o.saveMD, "save-md", "", "also write the markdown table to `FILE`")
-	fs.StringVar(&o.plot, "plot", "", "write an SVG chart of throughput and latency percentiles per server to `FILE`")
+	fs.StringVar(&o.plot, "plot", "", "write an SVG chart of throughput and latency percentiles per server to `FILE` (named .svg)")
 	fs.BoolVar(&o.verbose, "verbose", false, "print one line per run on stderr")
 	fs.BoolVar(&o.insecure, "insecure", false, "wss:// without verifying the server's certificate")
 	fs.StringVar(&o.from, "from", "", "run nothing: print (and --plot, --save-md) the JSON report saved in `FILE`")
@@ -120,23 +131,16 @@ func (o *benchOutput) parse(fs *flag.FlagSet, kind string, args []string, stdout
 		return nil, 2, true
 	}
 	if err := o.check(); err != nil {
-		return nil, benchUsageError(fs, stderr, "%v", err), true
+		return nil, usageError(fs, stderr, "%v", err), true
 	}
 	if o.from != "" {
 		return nil, o.replay(kind, stdout, stderr), true
 	}
 	targets, err = o.targets(pos)
 	if err != nil {
-		return nil, benchUsageError(fs, stderr, "%v", err), true
+		return nil, usageError(fs, stderr, "%v", err), true
 	}
 	return targets, 0, false
-}
-
-// benchUsageError prints the message and where to find help; it returns
-// the exit code of a usage error.
-func benchUsageError(fs *flag.FlagSet, stderr io.Writer, format string, a ...any) int {
-	fmt.Fprintf(stderr, "%s: %s\n(see %s --help)\n", fs.Name(), fmt.Sprintf(format, a...), fs.Name())
-	return 2
 }
 
 // targets returns the servers to measure.
@@ -146,6 +150,9 @@ func (o *benchOutput) targets(pos []string) ([]bench.Target, error) {
 		if err := ts.Set(p); err != nil {
 			return nil, err
 		}
+	}
+	if len(ts) == 0 && o.url == "" {
+		return nil, nil // bench: measure a bus of its own
 	}
 	if len(ts) == 0 {
 		t, err := bench.ParseTarget(o.url)
@@ -179,6 +186,9 @@ func (o *benchOutput) check() error {
 	}
 	if o.repeat < 1 {
 		return fmt.Errorf("--repeat must be at least 1")
+	}
+	if ext := strings.ToLower(filepath.Ext(o.plot)); o.plot != "" && ext != ".svg" {
+		return fmt.Errorf("--plot %s: the chart is SVG, so the file must be named .svg (for a PNG, convert it: rsvg-convert -o x.png x.svg)", o.plot)
 	}
 	return nil
 }
@@ -219,14 +229,44 @@ func (o *benchOutput) run(fs *flag.FlagSet, suite func(context.Context) (*bench.
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v: the report shows the runs so far\n", fs.Name(), err)
 	}
-	return o.write(rep, args, stdout, stderr)
+	rep.Command = commandLine(fs.Name(), args)
+	rep.Commit = buildVCS()
+	return o.write(rep, stdout, stderr)
+}
+
+// ownBus starts a bus in this process on a free loopback port, for bench without a URL, so that
+// it never sends to a bus it was not pointed at (the OVOS bus at 127.0.0.1:8181 is live).
+func ownBus(name string) (bench.Target, func(), error) {
+	srv, err := bus.New(bus.Options{Addr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return bench.Target{}, nil, err
+	}
+	if err := srv.Start(); err != nil {
+		return bench.Target{}, nil, err
+	}
+	stop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	}
+	return bench.Target{Name: name, URL: "ws://" + srv.Addr().String() + "/core", PID: -1}, stop, nil
+}
+
+// commandLine is the command as typed: the program, the subcommand and the arguments, each
+// quoted for a POSIX shell when it needs to be.
+func commandLine(name string, args []string) string {
+	parts := []string{name}
+	for _, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}()<>|&;#~!") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, " ")
 }
 
 // write prints the report and writes the files; it returns the exit code.
-func (o *benchOutput) write(rep *bench.Report, args []string, stdout, stderr io.Writer) int {
-	if args != nil {
-		rep.Command = "ovbus " + strings.Join(args, " ")
-	}
+func (o *benchOutput) write(rep *bench.Report, stdout, stderr io.Writer) int {
 	var err error
 	switch o.format {
 	case "json":
@@ -284,10 +324,7 @@ func (o *benchOutput) replay(kind string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ovbus: %s is a %q report, not %q\n", o.from, rep.Kind, kind)
 		return 1
 	}
-	cmd := rep.Command
-	code := o.write(&rep, nil, stdout, stderr)
-	rep.Command = cmd
-	return code
+	return o.write(&rep, stdout, stderr)
 }
 
 // benchExitStatus is 3 when no run took place, 1 when something was lost, 0
@@ -317,7 +354,7 @@ func benchExitStatus(rep *bench.Report) int {
 func runBench(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("bench", benchSynopsis, benchExitHelp, stderr)
 	var o benchOutput
-	addBenchOutput(fs, &o, client.URLFromEnv())
+	addBenchOutput(fs, &o, "")
 	clients := fs.Int("clients", bench.DefaultClients, "subscribers (M)")
 	messages := fs.Int("messages", bench.DefaultMessages, "timed messages sent (N)")
 	size := fs.Int("size", bench.DefaultSize, "size of every message in `BYTES` (an OVOS message with a padding field)")
@@ -332,7 +369,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if done {
 		return code
 	}
-	usageErr := func(format string, a ...any) int { return benchUsageError(fs, stderr, format, a...) }
+	usageErr := func(format string, a ...any) int { return usageError(fs, stderr, format, a...) }
 	scenarios := []bench.Scenario{{Clients: *clients, Messages: *messages}}
 	if *preset != "" {
 		var err error
@@ -351,6 +388,18 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	w := *warmup
 	if w == 0 {
 		w = -1 // FanoutConfig: negative is none
+	}
+
+	if len(targets) == 0 {
+		t, stop, err := ownBus(o.name)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: cannot start a bus to measure: %v\n", fs.Name(), err)
+			return 3
+		}
+		defer stop()
+		fmt.Fprintf(stderr, "%s: no --url or NAME=URL given: measuring an ovbus started in this process at %s "+
+			"(its CPU time is counted with the client's); give --url to measure another bus\n", fs.Name(), t.URL)
+		targets = []bench.Target{t}
 	}
 
 	suite := bench.FanoutSuite{

@@ -69,8 +69,8 @@ func TestBenchJSON(t *testing.T) {
 			t.Errorf("run: %v", r)
 		}
 	}
-	if !strings.Contains(rep.Command, "--clients 3") {
-		t.Errorf("command %q", rep.Command)
+	if !strings.HasPrefix(rep.Command, "ovbus bench --url ") || !strings.Contains(rep.Command, "--clients 3") || rep.Commit == "" {
+		t.Errorf("command %q, commit %q", rep.Command, rep.Commit)
 	}
 	if errs != "" {
 		t.Errorf("stderr with --json (not a terminal): %q", errs)
@@ -93,6 +93,29 @@ func TestBenchCompareTextAndPositionalTargets(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// Without a URL, bench measures a bus of its own and says so; the bus the OVOS_BUS_* variables
+// name (a live one) sees nothing.
+func TestBenchWithoutURLStartsItsOwnBus(t *testing.T) {
+	live, url := cliBus(t)
+	host, port, _ := strings.Cut(strings.TrimSuffix(strings.TrimPrefix(url, "ws://"), "/core"), ":")
+	t.Setenv("OVOS_BUS_HOST", host)
+	t.Setenv("OVOS_BUS_PORT", port)
+	code, out, errs := benchRun("bench", "--clients", "2", "--messages", "20", "--json", "--pause", "1ms")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(errs, "measuring an ovbus started in this process at ws://127.0.0.1:") {
+		t.Errorf("stderr %q", errs)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Series) != 1 || rep.Series[0].URL == url {
+		t.Fatalf("report %+v (%v)", rep, err)
+	}
+	if n := len(live.Sessions()) + len(live.RecentCloses()); n != 0 {
+		t.Errorf("the bus of the variables saw %d connections", n)
 	}
 }
 
@@ -145,7 +168,8 @@ func TestBenchHelpListsEveryFlag(t *testing.T) {
 				t.Errorf("%s -h does not list %s", cmd, f)
 			}
 		}
-		if got, n := strings.Count(out, "(default "), strings.Count(out, "\n  --"); got != n || n < 15 {
+		// Every flag but the repeatable --compare, which has none.
+		if got, n := strings.Count(out, "(default "), strings.Count(out, "\n  --")-1; got != n || n < 15 {
 			t.Errorf("%s -h: %d flags, %d defaults", cmd, n, got)
 		}
 	}
@@ -156,6 +180,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"bench", "--clients", "0"},
 		{"bench", "--preset", "nonsense"},
 		{"bench", "--format", "xml"},
+		{"bench", "--plot", "x.png"},
+		{"loadtest", "--plot", "chart"},
 		{"bench", "--compare", "a=http://x/"},
 		{"bench", "a=ws://127.0.0.1:1/", "a=ws://127.0.0.1:2/"},
 		{"bench", "--no-such-flag"},

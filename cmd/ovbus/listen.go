@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"regexp"
@@ -33,8 +32,10 @@ and with --json each frame as received (made compact). Frames that are not OVOS 
 too, marked: [not JSON], [no type], [encrypted], [binary] (with --json as {"raw": TEXT} or
 {"binary": BASE64} when they are not JSON). With --type, only messages whose type matches one of
 the patterns are shown: * matches any run of characters (dots, colons and slashes included), ?
-one character, [abc] [a-z] [!a] one of a class. The connection is re-established when it drops.
-Stop with Ctrl-C.`
+one character, [abc] [a-z] [!a] one of a class; --exclude leaves out the types matching its
+patterns. With --reconnect (the default) listen waits for a bus that is not up yet and
+re-establishes the connection when it drops. With --token (or $OVOS_BUS_TOKEN) it presents a
+token to a bus with auth; no token is ever printed. Stop with Ctrl-C.`
 
 // typePatterns is a repeatable --type flag that also takes comma-separated lists.
 type typePatterns []string
@@ -51,7 +52,7 @@ func (p *typePatterns) Set(s string) error {
 }
 
 // compileGlobs returns a matcher for message types, nil when there are no patterns.
-func compileGlobs(pats []string) (*regexp.Regexp, error) {
+func compileGlobs(flagName string, pats []string) (*regexp.Regexp, error) {
 	if len(pats) == 0 {
 		return nil, nil
 	}
@@ -62,7 +63,7 @@ func compileGlobs(pats []string) (*regexp.Regexp, error) {
 			sb.WriteByte('|')
 		}
 		if err := globToRegexp(&sb, p); err != nil {
-			return nil, fmt.Errorf("--type %q: %v", p, err)
+			return nil, fmt.Errorf("--%s %q: %v", flagName, p, err)
 		}
 	}
 	sb.WriteString(`)$`)
@@ -129,31 +130,30 @@ func listenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs := newFlagSet("listen", listenSynopsis, exitCodesHelp, stderr)
 	bf := addBusFlags(fs)
 	var types typePatterns
+	var excludes typePatterns
 	fs.Var(&types, "type", "show only messages whose type matches this glob `PATTERN` (repeatable, or comma-separated)")
+	fs.Var(&excludes, "exclude", "leave out messages whose type matches this glob `PATTERN` (repeatable, or comma-separated; after --type)")
 	asJSON := fs.Bool("json", false, "print each frame as one line of compact JSON, as received")
 	showCtx := fs.Bool("context", true, "show each message's context (pretty layout)")
 	count := fs.Int("count", 0, "exit after printing this many messages (0: no limit)")
 	reconnect := fs.Bool("reconnect", true, "reconnect when the connection drops (false: exit 3)")
-	pos, err := parseArgs(fs, args, stdout)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
-	if err != nil {
-		return exitUsage
-	}
-	if len(pos) > 0 {
-		return usageError(fs, stderr, "unexpected argument %q (use --type to filter)", pos[0])
+	if code, ok := parseFlagsOnly(fs, args, stdout, stderr, " (use --type to filter)"); !ok {
+		return code
 	}
 	if *count < 0 {
 		return usageError(fs, stderr, "--count must not be negative")
 	}
-	match, err := compileGlobs(types)
+	match, err := compileGlobs("type", types)
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	exclude, err := compileGlobs("exclude", excludes)
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
 	dopts, err := bf.dialOptions()
 	if err != nil {
-		return usageError(fs, stderr, "--ca: %v", err)
+		return usageError(fs, stderr, "%v", err)
 	}
 
 	var (
@@ -169,17 +169,20 @@ func listenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		switch sc.State {
 		case client.Connected:
 			if wasConnected.Swap(true) {
-				logf("reconnected to %s", bf.url)
+				logf("reconnected to %s", bf.shown())
 			} else {
-				logf("connected to %s", bf.url)
+				logf("connected to %s", bf.shown())
 			}
 		case client.Disconnected:
-			if wasConnected.Load() && sc.Retry > 0 {
-				logf("disconnected: %v; retrying in %v", sc.Err, sc.Retry.Round(1e6))
+			switch {
+			case wasConnected.Load() && sc.Retry > 0:
+				logf("disconnected: %s; retrying in %v", bf.connError(sc.Err, 0), sc.Retry.Round(1e6))
+			case sc.Attempt == 1 && sc.Retry > 0: // started before the bus: say it once, then wait quietly
+				logf("cannot connect to %s: %s; waiting for the bus (--reconnect)", bf.shown(), bf.connError(sc.Err, 0))
 			}
 		case client.Closed:
 			if sc.Err != nil {
-				logf("connection lost: %v", sc.Err)
+				logf("connection lost: %s", bf.connError(sc.Err, 0))
 			}
 		}
 	}
@@ -190,7 +193,7 @@ func listenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		OnState:     onState,
 	})
 	if err != nil {
-		return usageError(fs, stderr, "--url: %v", err)
+		return usageError(fs, stderr, "--url: %s", bf.scrub(err.Error()))
 	}
 	defer c.Close()
 
@@ -204,6 +207,9 @@ func listenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return
 		}
 		if match != nil && (f.Err != nil || !match.MatchString(f.Message.Type)) {
+			return
+		}
+		if exclude != nil && f.Err == nil && exclude.MatchString(f.Message.Type) {
 			return
 		}
 		if *asJSON {
@@ -224,11 +230,17 @@ func listenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	})
 
-	if err := c.Connect(ctx); err != nil {
+	if *reconnect {
+		// Started before the bus (at boot, or while it restarts): wait for it.
+		if err := c.Start(); err != nil {
+			logf("%v", err)
+			return exitConn
+		}
+	} else if err := c.Connect(ctx); err != nil {
 		if ctx.Err() != nil {
 			return exitOK // interrupted while connecting
 		}
-		logf("cannot connect to %s: %v", bf.url, unwrapClient(err))
+		logf("cannot connect to %s: %s", bf.shown(), bf.connError(err, 0))
 		return exitConn
 	}
 	select {

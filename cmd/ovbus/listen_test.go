@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovbus/ovbus/bus"
 	"github.com/ovbus/ovbus/message"
 	"github.com/ovbus/ovbus/ws"
 )
@@ -191,7 +192,7 @@ func TestListenCountAndReconnect(t *testing.T) {
 
 func TestListenUnreachable(t *testing.T) {
 	var out, errb lockedBuffer
-	code := listenCmd(context.Background(), []string{"--url", unreachableURL(t)}, &out, &errb)
+	code := listenCmd(context.Background(), []string{"--url", unreachableURL(t), "--reconnect=false"}, &out, &errb)
 	if code != exitConn || !strings.Contains(errb.String(), "ovbus listen: cannot connect to ws://127.0.0.1:") {
 		t.Errorf("exit %d, stderr %q", code, errb.String())
 	}
@@ -220,7 +221,7 @@ func TestListenUsage(t *testing.T) {
 		t.Fatalf("--help: exit %d", code)
 	}
 	for _, want := range []string{
-		"Usage: ovbus listen", "--type PATTERN", `(default "")`, "--json", "(default false)",
+		"Usage: ovbus listen", "--type PATTERN", "--exclude PATTERN", "--token TOKEN", "--json", "(default false)",
 		"--context", "(default true)", "--count int", "(default 0)", "--reconnect",
 		"--url URL", `(default "ws://127.0.0.1:8181/core")`, "--ca FILE", "--insecure", "Exit status:",
 	} {
@@ -231,7 +232,7 @@ func TestListenUsage(t *testing.T) {
 }
 
 func TestGlobs(t *testing.T) {
-	re, err := compileGlobs([]string{"mycroft.*", "a?c", "[!x]yz", "q[0-9]", `lit\*`, "skill-*.openvoiceos:*"})
+	re, err := compileGlobs("type", []string{"mycroft.*", "a?c", "[!x]yz", "q[0-9]", `lit\*`, "skill-*.openvoiceos:*"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,5 +277,41 @@ func TestListenSIGINT(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("child did not exit on SIGINT")
+	}
+}
+
+// listen started before the bus (at boot) says so once and connects when the bus comes up.
+func TestListenWaitsForTheBus(t *testing.T) {
+	url := unreachableURL(t)
+	l := startListen(t, "--url", url, "--json")
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(l.err.String(), "waiting for the bus (--reconnect)") {
+		if time.Now().After(deadline) {
+			t.Fatalf("stderr %q", l.err.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	addr := strings.TrimSuffix(strings.TrimPrefix(url, "ws://"), "/core")
+	cliBusWith(t, bus.Options{Addr: addr})
+	if lines := l.waitOutput(t, 1); !strings.Contains(lines[0], `"connected"`) {
+		t.Errorf("first line %q", lines[0])
+	}
+	if got := l.err.String(); strings.Count(got, "waiting for the bus") != 1 || !strings.Contains(got, "connected to "+url) {
+		t.Errorf("stderr %q", got)
+	}
+}
+
+func TestListenExclude(t *testing.T) {
+	srv, url := cliBus(t)
+	l := startListen(t, "--url", url, "--json", "--type", "a.*", "--exclude", "a.noise*,a.x")
+	cliWaitClients(t, srv, 1)
+	c := cliClient(t, url)
+	for _, typ := range []string{"a.noise.1", "a.x", "b.y", "a.keep", "a.noise"} {
+		c.Emit(context.Background(), message.New(typ, nil))
+	}
+	c.Emit(context.Background(), message.New("a.last", nil))
+	lines := l.waitOutput(t, 2)
+	if len(lines) != 2 || !strings.Contains(lines[0], `"a.keep"`) || !strings.Contains(lines[1], `"a.last"`) {
+		t.Errorf("lines %q", lines)
 	}
 }

@@ -41,7 +41,7 @@ func runLoadtest(args []string, stdout, stderr io.Writer) int {
 	if done {
 		return code
 	}
-	usageErr := func(format string, a ...any) int { return benchUsageError(fs, stderr, format, a...) }
+	usageErr := func(format string, a ...any) int { return usageError(fs, stderr, format, a...) }
 	p, err := bench.ParseSize(*payload)
 	if err != nil || p <= 0 {
 		return usageErr("--payload %q: want a positive size like 1024, 1k or 1m", *payload)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -41,8 +42,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
-	case "-h", "-help", "--help", "help":
+	case "-h", "-help", "--help":
 		usage(stdout)
+		return 0
+	case "help":
+		return runHelp(args[1:], stdout, stderr)
+	case "-version", "--version":
+		fmt.Fprintln(stdout, versionString())
 		return 0
 	}
 	cmd, ok := commands[args[0]]
@@ -52,6 +58,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	return cmd.run(args[1:], stdout, stderr)
+}
+
+// runHelp is `ovbus help [COMMAND]`: the command list, or a command's help (its --help).
+func runHelp(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stdout)
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok || len(args) > 1 {
+		fmt.Fprintf(stderr, "ovbus help: unknown command %q\n\n", strings.Join(args, " "))
+		usage(stderr)
+		return 2
+	}
+	return cmd.run([]string{"--help"}, stdout, stderr)
 }
 
 func usage(w io.Writer) {
@@ -78,14 +99,20 @@ func newFlagSet(name, synopsis, exitHelp string, stderr io.Writer) *flag.FlagSet
 		fmt.Fprintf(w, "Usage: %s\n\nFlags:\n", synopsis)
 		fs.VisitAll(func(f *flag.Flag) {
 			arg, usage := flag.UnquoteUsage(f)
+			if a, ok := f.Value.(interface{ ArgName() string }); ok {
+				arg = a.ArgName() // config's flags name their value after its kind
+			}
 			if arg != "" {
 				arg = " " + arg
 			}
 			def := f.DefValue
-			if def == "" || isStringFlag(f) {
-				def = fmt.Sprintf("%q", def)
-			}
-			fmt.Fprintf(w, "  --%s%s\n    \t%s (default %s)\n", f.Name, arg, usage, def)
+			switch {
+			case isStringFlag(f):
+				def = fmt.Sprintf(" (default %q)", def)
+			case def != "":
+				def = " (default " + def + ")"
+			} // else the usage says it (config's flags: "default 8181; env OVOS_BUS_PORT")
+			fmt.Fprintf(w, "  --%s%s\n    \t%s%s\n", f.Name, arg, usage, def)
 		})
 		fmt.Fprint(w, exitHelp)
 	}
@@ -103,14 +130,23 @@ func isStringFlag(f *flag.Flag) bool {
 
 // parseArgs parses flags that may come before, between or after the positional arguments
 // ("send TYPE DATA --wait X" as well as "send --wait X TYPE DATA", "bench A=URL --repeat 3 B=URL"); everything after "--" is
-// positional. -h/--help prints the usage to stdout and returns flag.ErrHelp.
+// positional. The help is printed once: -h/--help prints it to stdout and returns flag.ErrHelp; a
+// bad flag prints the error and a pointer to --help to the FlagSet's output (stderr).
 func parseArgs(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, error) {
+	usage := fs.Usage
+	fs.Usage = func() {} // the flag package calls it on every error; we print once, below
+	defer func() { fs.Usage = usage }()
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
+			fs.Usage = usage
 			if errors.Is(err, flag.ErrHelp) {
+				out := fs.Output()
 				fs.SetOutput(stdout)
 				fs.Usage()
+				fs.SetOutput(out)
+			} else {
+				usageHint(fs, fs.Output())
 			}
 			return nil, err
 		}
@@ -125,6 +161,40 @@ func parseArgs(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, err
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// parseFlagsOnly parses the command line of a command that takes no positional arguments (hint
+// follows the error about one). ok false means the command is done: with exit code 0 after
+// --help, or exitUsage after a mistake.
+func parseFlagsOnly(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, hint string) (code int, ok bool) {
+	pos, err := parseArgs(fs, args, stdout)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK, false
+	case err != nil:
+		return exitUsage, false
+	case len(pos) > 0:
+		return usageError(fs, stderr, "unexpected argument %q%s", pos[0], hint), false
+	}
+	return 0, true
+}
+
+// usageError prints the message and a pointer to the help to stderr and returns exitUsage.
+func usageError(fs *flag.FlagSet, stderr io.Writer, format string, a ...any) int {
+	fmt.Fprintf(stderr, "%s: %s\n", fs.Name(), fmt.Sprintf(format, a...))
+	usageHint(fs, stderr)
+	return exitUsage
+}
+
+// usageHint prints the first line of the usage (the synopsis) and where the full help is.
+func usageHint(fs *flag.FlagSet, w io.Writer) {
+	var full strings.Builder
+	out := fs.Output()
+	fs.SetOutput(&full)
+	fs.Usage()
+	fs.SetOutput(out)
+	first, _, _ := strings.Cut(full.String(), "\n")
+	fmt.Fprintf(w, "%s\nRun '%s --help' for the flags.\n", first, fs.Name())
 }
 
 // signalContext ends on Ctrl-C (SIGINT) or SIGTERM.

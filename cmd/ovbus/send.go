@@ -10,11 +10,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/ovbus/ovbus/bus"
 	"github.com/ovbus/ovbus/client"
 	"github.com/ovbus/ovbus/message"
 	"github.com/ovbus/ovbus/ws"
@@ -30,10 +33,12 @@ const (
 	exitTimeout = 1 // send: no echo or reply in time
 	exitUsage   = 2 // bad flags or arguments
 	exitConn    = 3 // cannot connect, or the connection was lost
+	exitRefused = 4 // send: the bus refused the message (not allowed)
 )
 
 const exitCodesHelp = `
-Exit status: 0 done; 1 timed out; 2 bad usage (flags, JSON); 3 cannot connect or connection lost.
+Exit status: 0 done; 1 timed out; 2 bad usage (flags, JSON); 3 cannot connect or connection lost;
+4 (send) not allowed: the bus refused the message.
 `
 
 // busFlags are the connection flags shared by listen and send.
@@ -41,6 +46,8 @@ type busFlags struct {
 	url      string
 	ca       string
 	insecure bool
+	token    string
+	secrets  []string // the tokens to keep out of everything printed
 }
 
 func addBusFlags(fs *flag.FlagSet) *busFlags {
@@ -49,38 +56,95 @@ func addBusFlags(fs *flag.FlagSet) *busFlags {
 		"bus `URL`, ws:// or wss://; OVOS_BUS_HOST, OVOS_BUS_PORT, OVOS_BUS_ROUTE and OVOS_BUS_USE_SSL set its default")
 	fs.StringVar(&b.ca, "ca", "", "`FILE` with the PEM certificate of the CA (or the bus's self-signed one) to trust for wss://")
 	fs.BoolVar(&b.insecure, "insecure", false, "wss:// without verifying the bus's certificate")
+	// The default is read after parsing, so that the help never shows the variable's value.
+	fs.StringVar(&b.token, "token", "", "the bus's auth `TOKEN`, sent as Authorization: Bearer (never printed); empty: $OVOS_BUS_TOKEN")
 	return b
 }
 
+// dialOptions returns the options of the connection: TLS (--ca, --insecure) and the token
+// (--token, else $OVOS_BUS_TOKEN). nil means the defaults.
 func (b *busFlags) dialOptions() (*ws.DialOptions, error) {
-	if b.ca == "" && !b.insecure {
+	if b.token == "" {
+		b.token = os.Getenv("OVOS_BUS_TOKEN")
+	}
+	b.secrets = nil
+	if b.token != "" {
+		b.secrets = append(b.secrets, b.token)
+	}
+	if u, err := url.Parse(b.url); err == nil {
+		for k, vs := range u.Query() {
+			if strings.EqualFold(k, "token") {
+				for _, v := range vs {
+					if v != "" {
+						b.secrets = append(b.secrets, v, url.QueryEscape(v))
+					}
+				}
+			}
+		}
+	}
+	if b.ca == "" && !b.insecure && b.token == "" {
 		return nil, nil
+	}
+	o := &ws.DialOptions{}
+	if b.token != "" {
+		o.Header = http.Header{"Authorization": {"Bearer " + b.token}}
+	}
+	if b.ca == "" && !b.insecure {
+		return o, nil
 	}
 	cfg := &tls.Config{InsecureSkipVerify: b.insecure}
 	if b.ca != "" {
 		pem, err := os.ReadFile(b.ca)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--ca: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s: no PEM certificate", b.ca)
+			return nil, fmt.Errorf("--ca: %s: no PEM certificate", b.ca)
 		}
 		cfg.RootCAs = pool
 	}
-	return &ws.DialOptions{TLSConfig: cfg}, nil
+	o.TLSConfig = cfg
+	return o, nil
 }
 
-// usageError prints msg and the synopsis to stderr and returns exitUsage.
-func usageError(fs *flag.FlagSet, stderr io.Writer, format string, a ...any) int {
-	fmt.Fprintf(stderr, "%s: %s\n", fs.Name(), fmt.Sprintf(format, a...))
-	var synopsis strings.Builder
-	fs.SetOutput(&synopsis)
-	fs.Usage()
-	fs.SetOutput(stderr)
-	first, _, _ := strings.Cut(synopsis.String(), "\n")
-	fmt.Fprintf(stderr, "%s\nRun '%s --help' for the flags.\n", first, fs.Name())
-	return exitUsage
+// shown is the bus URL as printed: without its token and password.
+func (b *busFlags) shown() string { return b.scrub(b.url) }
+
+// scrub replaces every token (--token, $OVOS_BUS_TOKEN, ?token= of the URL) and the URL's
+// password in s with "REDACTED": nothing ovbus prints carries a secret.
+func (b *busFlags) scrub(s string) string {
+	for _, sec := range b.secrets {
+		s = strings.ReplaceAll(s, sec, "REDACTED")
+	}
+	if u, err := url.Parse(b.url); err == nil && u.User != nil {
+		if p, ok := u.User.Password(); ok && p != "" {
+			s = strings.ReplaceAll(s, p, "REDACTED")
+		}
+	}
+	return s
+}
+
+// connError describes a failed connection for people: the timeout as "timed out after 5s", and
+// for wss:// a certificate that is not trusted with the flags that trust it.
+func (b *busFlags) connError(err error, timeout time.Duration) string {
+	err = unwrapClient(err)
+	msg := err.Error()
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	switch {
+	case timeout > 0 && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)):
+		// The dial's context deadline, or the socket deadline it became.
+		msg = fmt.Sprintf("timed out after %v", timeout)
+	case errors.As(err, &unknown):
+		msg += "; to trust the bus's certificate pass --ca FILE with it (a self-signed ovbus or ovos-messagebus " +
+			"makes ~/.local/share/OpenVoiceOS/ovos-messagebus/certs/ovos-messagebus.crt), or --insecure to skip the check"
+	case errors.As(err, &host), errors.As(err, &invalid):
+		msg += "; the certificate does not fit this bus: dial the name it was made for, pass --ca FILE with the " +
+			"right one, or --insecure to skip the check"
+	}
+	return b.scrub(msg)
 }
 
 func parseObject(what, s string) (map[string]any, error) {
@@ -155,7 +219,7 @@ func sendCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	dopts, err := bf.dialOptions()
 	if err != nil {
-		return usageError(fs, stderr, "--ca: %v", err)
+		return usageError(fs, stderr, "%v", err)
 	}
 	frame, err := message.Message{Type: typ, Data: data, Context: msgCtx}.MarshalJSON()
 	if err != nil {
@@ -164,15 +228,17 @@ func sendCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 
 	c, err := client.New(bf.url, &client.Options{Dial: dopts, NoReconnect: true, QueueSize: -1})
 	if err != nil {
-		return usageError(fs, stderr, "--url: %v", err)
+		return usageError(fs, stderr, "--url: %s", bf.scrub(err.Error()))
 	}
 	defer c.Close()
 
 	// One frame handler sees every frame in order: the first frame equal to ours is the echo, the
 	// first message of type --wait other than the echo is the reply.
+	// A bus with auth tells the sender of a frame its token may not emit (bus.NotAllowedType).
 	var (
 		mu       sync.Mutex
 		echoed   = make(chan struct{})
+		refused  = make(chan struct{})
 		replied  = make(chan []byte, 1)
 		echoSeen bool
 		replySet bool
@@ -185,6 +251,11 @@ func sendCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			close(echoed)
 			return
 		}
+		if !echoSeen && f.Err == nil && f.Message.Type == bus.NotAllowedType && f.Message.Data["msg_type"] == typ {
+			echoSeen = true
+			close(refused)
+			return
+		}
 		if *waitType != "" && !replySet && f.Err == nil && f.Message.Type == *waitType {
 			replySet = true
 			replied <- f.Data
@@ -195,24 +266,27 @@ func sendCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	err = c.Connect(cctx)
 	cancel()
 	if err != nil {
-		fmt.Fprintf(stderr, "ovbus send: cannot connect to %s: %v\n", bf.url, unwrapClient(err))
+		fmt.Fprintf(stderr, "ovbus send: cannot connect to %s: %s\n", bf.shown(), bf.connError(err, *timeout))
 		return exitConn
 	}
 	deadline := time.NewTimer(*timeout)
 	defer deadline.Stop()
 	if err := c.EmitRaw(ctx, frame); err != nil {
-		fmt.Fprintf(stderr, "ovbus send: sending %q: %v\n", typ, err)
+		fmt.Fprintf(stderr, "ovbus send: sending %q: %s\n", typ, bf.scrub(err.Error()))
 		return exitConn
 	}
 	waitFor := func(what string, ch <-chan struct{}) int {
 		select {
 		case <-ch:
 			return -1
+		case <-refused:
+			fmt.Fprintf(stderr, "ovbus send: %q not allowed: the bus refused it (the token's emit permissions do not include it)\n", typ)
+			return exitRefused
 		case <-deadline.C:
 			fmt.Fprintf(stderr, "ovbus send: timed out after %v waiting for %s\n", *timeout, what)
 			return exitTimeout
 		case <-c.Done():
-			fmt.Fprintf(stderr, "ovbus send: connection to %s lost while waiting for %s\n", bf.url, what)
+			fmt.Fprintf(stderr, "ovbus send: connection to %s lost while waiting for %s\n", bf.shown(), what)
 			return exitConn
 		case <-ctx.Done():
 			fmt.Fprintf(stderr, "ovbus send: interrupted while waiting for %s\n", what)

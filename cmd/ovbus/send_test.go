@@ -19,7 +19,14 @@ import (
 // cliBus starts a real ovbus server on a free loopback port for the test.
 func cliBus(t *testing.T) (*bus.Server, string) {
 	t.Helper()
-	srv, err := bus.New(bus.Options{Addr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return cliBusWith(t, bus.Options{Addr: "127.0.0.1:0"})
+}
+
+// cliBusWith starts a real ovbus server with options o (quiet) for the test.
+func cliBusWith(t *testing.T, o bus.Options) (*bus.Server, string) {
+	t.Helper()
+	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := bus.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

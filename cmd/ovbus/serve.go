@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,6 +28,11 @@ websocket section of the OVOS configuration stack (mycroft.conf), then
 OVOS_BUS_CONFIG_FILE, the OVOS_BUS_* variables and these flags. SIGINT and
 SIGTERM stop it (exit 0), SIGHUP reloads the configuration.`
 
+const serveExitHelp = `
+Exit status: 0 stopped by SIGINT or SIGTERM (or --print-config done); 1 cannot start (configuration,
+TLS, bind); 2 bad usage.
+`
+
 // Log file rotation, as ovos_utils does it: 50 MB × 3 backups.
 const (
 	logFileMaxBytes = 50_000_000
@@ -46,24 +49,11 @@ func defaultServeSignals() (<-chan os.Signal, func()) {
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("ovbus serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("serve", serveSynopsis, serveExitHelp, stderr)
 	flags := config.RegisterFlags(fs)
 	printConfig := fs.Bool("print-config", false, "print the merged configuration and the layer that set each key, then exit")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), serveSynopsis)
-		fmt.Fprintln(fs.Output(), "\nFlags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "ovbus serve: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := parseFlagsOnly(fs, args, stdout, stderr, ""); !ok {
+		return code
 	}
 	load := func() (*config.Config, *config.Provenance, error) {
 		return config.Load(config.LoadOptions{Flags: flags})
@@ -108,13 +98,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	var tlsConfig *tls.Config
 	if cfg.SSL {
-		cert, err := cfg.Certificate()
-		if err != nil {
+		var err error
+		if tlsConfig, err = serveTLS(cfg, logger); err != nil {
 			logger.Error("Cannot set up TLS", "error", err)
 			fmt.Fprintln(stderr, "ovbus serve:", err)
 			return 1
 		}
-		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	clusterLog := slog.New(handler).With("logger", "cluster")
 	node, err := newClusterNode(cfg, clusterLog)
@@ -194,7 +183,40 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		logger.Warn("Shutdown did not finish in time; connections dropped", "error", err)
 	}
 	stopClusterNode(ctx, node, clusterLog)
+	logger.Info("Message bus stopped")
 	return 0
+}
+
+// serveTLS returns the TLS configuration of ssl: true, and logs which certificate it serves:
+// ssl_cert and ssl_key, or the self-signed pair, saying so when it was created (first start,
+// or the old pair was unusable) and where, so that clients can be given it (--ca).
+func serveTLS(cfg *config.Config, logger *slog.Logger) (*tls.Config, error) {
+	certPath, keyPath := cfg.SSLCert, cfg.SSLKey
+	selfSigned := certPath == "" || keyPath == ""
+	var before time.Time
+	if selfSigned {
+		var err error
+		if certPath, keyPath, err = config.CertificatePaths(nil); err != nil {
+			return nil, err
+		}
+		if fi, err := os.Stat(certPath); err == nil {
+			before = fi.ModTime()
+		}
+	}
+	cert, err := cfg.Certificate()
+	if err != nil {
+		return nil, err
+	}
+	switch fi, err := os.Stat(certPath); {
+	case selfSigned && err == nil && !fi.ModTime().Equal(before):
+		logger.Info("Created a self-signed TLS certificate; give it to clients to trust (ovbus listen --ca FILE)",
+			"cert", certPath, "key", keyPath)
+	case selfSigned:
+		logger.Info("Serving the self-signed TLS certificate", "cert", certPath)
+	default:
+		logger.Info("Serving the TLS certificate", "cert", certPath)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // reload re-reads the configuration on SIGHUP and applies what can change

@@ -131,7 +131,7 @@ func TestServeLifecycle(t *testing.T) {
 		t.Errorf("sd_notify states %s", got)
 	}
 	out := stdout.String()
-	order := []string{"Starting message bus service...", "Loading message bus configs", "Message bus service started!", "Message bus is shutting down..."}
+	order := []string{"Starting message bus service...", "Loading message bus configs", "Message bus service started!", "Message bus is shutting down...", "Message bus stopped"}
 	last := -1
 	for _, line := range order {
 		i := strings.Index(out, line)

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# bench/micro.sh — the micro-benchmarks BENCHMARKS.md quotes, into a results file.
+#
+#   bench/micro.sh [--count N] [--out FILE]
+#
+# Runs, from the repository root, one after the other:
+#   go test -run '^$' -bench 'BenchmarkRoundTrip|BenchmarkMask|BenchmarkUTF8|BenchmarkEcho' -benchmem -count N ./ws/
+#   go test -run '^$' -bench BenchmarkFanout -benchtime 50000x -benchmem -count N ./bus/
+#   python3 bench/wsproto/roundtrip.py --size small|large [--deflate]   (when wsproto is installed)
+# and writes FILE (default bench/results/micro-DATE.txt): the date, the commit
+# (with +dirty when the tree has uncommitted changes), the Go version, the CPU,
+# the load average before and after, then each command line followed by its
+# output as printed. Every figure of the micro-benchmark and wsproto tables in
+# BENCHMARKS.md must come from such a file. The machine should be quiet: the
+# file records the load so that a reader can judge.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+count=3
+out="bench/results/micro-$(date -u +%Y-%m-%d).txt"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --count) count=$2; shift 2;;
+    --out) out=$2; shift 2;;
+    *) echo "usage: bench/micro.sh [--count N] [--out FILE]" >&2; exit 2;;
+  esac
+done
+
+commit=$(git rev-parse HEAD)
+git diff --quiet HEAD || commit="$commit+dirty"
+mkdir -p "$(dirname "$out")"
+{
+  echo "# bench/micro.sh --count $count"
+  echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit:  $commit"
+  echo "go:      $(go version)"
+  echo "cpu:     $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') × $(nproc)"
+  echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (before)"
+} >"$out"
+
+run() {
+  echo "" >>"$out"
+  echo "\$ $*" >>"$out"
+  "$@" 2>&1 | tee -a "$out"
+}
+run go test -run '^$' -bench 'BenchmarkRoundTrip|BenchmarkMask|BenchmarkUTF8|BenchmarkEcho' -benchmem -count "$count" ./ws/
+run go test -run '^$' -bench BenchmarkFanout -benchtime 50000x -benchmem -count "$count" ./bus/
+if /usr/bin/python3 -c 'import wsproto' 2>/dev/null; then
+  for args in "--size small" "--size large" "--size small --deflate"; do
+    # shellcheck disable=SC2086
+    run /usr/bin/python3 bench/wsproto/roundtrip.py $args
+  done
+else
+  echo "" >>"$out"
+  echo "(wsproto not installed: no wsproto figures)" >>"$out"
+fi
+echo "" >>"$out"
+echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (after)" >>"$out"
+echo "wrote $out" >&2

@@ -1,0 +1,110 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WriteExample writes a commented mycroft.conf that sets every key ovbus reads to its built-in
+// value, each with its meaning, its variable and flag, and whether a SIGHUP applies a change
+// (live) or it needs a restart. It is driven by the key table, so it lists every key there is;
+// deploy/mycroft.conf is its output, and a test keeps the two equal.
+func WriteExample(w io.Writer) error {
+	def := Default()
+	var b strings.Builder
+	b.WriteString(`// An example mycroft.conf with every key ovbus reads, each set to its built-in
+// value: copy the keys you change into /etc/mycroft/mycroft.conf (system) or
+// ~/.config/mycroft/mycroft.conf (user). Lines whose first characters are //
+// are comments, as in every OVOS config file; the rest is JSON. A key set to
+// null takes its built-in value. The whole OVOS stack, the OVOS_BUS_*
+// variables and the flags: ovbus serve --help, and config/doc.go. What a
+// running bus uses and where each value came from: ovbus serve --print-config.
+//
+// Made from config's key table by
+//   go test ./config -run TestExampleConf -update
+// a test fails when this file and the table disagree.
+{
+  "websocket": {
+`)
+	var ws []*key
+	var level *key
+	for i := range keys {
+		if keys[i].kind == kindLevel {
+			level = &keys[i]
+			continue
+		}
+		ws = append(ws, &keys[i])
+	}
+	for i, k := range ws {
+		v, err := exampleValue(def, k)
+		if err != nil {
+			return err
+		}
+		writeKeyComment(&b, "    ", k)
+		comma := ","
+		if i == len(ws)-1 {
+			comma = ""
+		}
+		fmt.Fprintf(&b, "    %q: %s%s\n", k.name, v, comma)
+		if i < len(ws)-1 {
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString("  },\n\n  \"logging\": {\n    \"bus\": {\n")
+	if level != nil {
+		v, err := exampleValue(def, level)
+		if err != nil {
+			return err
+		}
+		writeKeyComment(&b, "      ", level)
+		b.WriteString("      // (logging.log_level, for every OVOS service, applies when this is not set)\n")
+		fmt.Fprintf(&b, "      %q: %s\n", level.name, v)
+	}
+	b.WriteString("    }\n  }\n}\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeKeyComment writes the comment lines above a key: its meaning, then its variable, flag and
+// reload.
+func writeKeyComment(b *strings.Builder, indent string, k *key) {
+	fmt.Fprintf(b, "%s// %s", indent, k.doc)
+	switch k.name {
+	case "max_msg_size":
+		b.WriteString(" (× 1024 × 1024 bytes; fractions allowed)")
+	case "log_file":
+		b.WriteString(`; null: $XDG_STATE_HOME/<base>/bus.log (rotated, 50 MB × 3)`)
+	case "ssl_cert", "ssl_key":
+		b.WriteString("; null: unless both are set, ssl uses a self-signed pair made on first start")
+	case "auth":
+		b.WriteString(`, off by default. With tokens, e.g.`)
+		fmt.Fprintf(b, "\n%s//   \"tokens\": {\"<a long random secret>\": {\"name\": \"skills\", \"emit\": [\"speak\", \"recognizer_loop:*\"], \"receive\": [\"*\"]}}", indent)
+		fmt.Fprintf(b, "\n%s// a client presenting that token (?token=... or Authorization: Bearer ...) may emit and receive only those types", indent)
+		fmt.Fprintf(b, "\n%s// (absent list: all, empty list: none); with required, a client without a token is refused.", indent)
+	}
+	b.WriteString("\n")
+	var how []string
+	if len(k.env) > 0 {
+		how = append(how, "variable "+strings.Join(k.env, ", "))
+	}
+	if k.flag != "" {
+		how = append(how, "flag --"+k.flag)
+	}
+	how = append(how, "reload: "+k.when().String())
+	fmt.Fprintf(b, "%s// %s\n", indent, strings.Join(how, "; "))
+}
+
+// exampleValue is the key's built-in value as JSON; null for a value made at run time.
+func exampleValue(def *Config, k *key) (string, error) {
+	if k.kind == kindFile || k.name == "log_file" {
+		return "null", nil
+	}
+	v, err := json.Marshal(k.value(def))
+	if err != nil {
+		return "", fmt.Errorf("config: example value of %s: %w", k.name, err)
+	}
+	// One line, spaced as people write it: {"required": false, "tokens": {}}.
+	return strings.NewReplacer(`","`, `", "`, `":`, `": `, `,"`, `, "`).Replace(string(v)), nil
+}
