@@ -37,18 +37,64 @@ func WriteExample(w io.Writer) error {
 		}
 		ws = append(ws, &keys[i])
 	}
-	for i, k := range ws {
-		v, err := exampleValue(def, k)
-		if err != nil {
-			return err
+	// A dotted key ("cluster.name") is written inside its section's object;
+	// the keys of one section stand together in the table.
+	type item struct {
+		section string
+		keys    []*key
+	}
+	var items []item
+	for _, k := range ws {
+		section, _, nested := strings.Cut(k.name, ".")
+		if !nested {
+			section = ""
 		}
-		writeKeyComment(&b, "    ", k)
-		comma := ","
-		if i == len(ws)-1 {
-			comma = ""
+		if n := len(items); section != "" && n > 0 && items[n-1].section == section {
+			items[n-1].keys = append(items[n-1].keys, k)
+			continue
 		}
-		fmt.Fprintf(&b, "    %q: %s%s\n", k.name, v, comma)
-		if i < len(ws)-1 {
+		items = append(items, item{section, []*key{k}})
+	}
+	writeKeys := func(indent string, ks []*key, last bool) error {
+		for i, k := range ks {
+			v, err := exampleValue(def, k)
+			if err != nil {
+				return err
+			}
+			writeKeyComment(&b, indent, k)
+			comma := ","
+			if last && i == len(ks)-1 {
+				comma = ""
+			}
+			name := k.name
+			if _, sub, ok := strings.Cut(k.name, "."); ok {
+				name = sub
+			}
+			fmt.Fprintf(&b, "%s%q: %s%s\n", indent, name, v, comma)
+			if i < len(ks)-1 {
+				b.WriteString("\n")
+			}
+		}
+		return nil
+	}
+	for i, it := range items {
+		last := i == len(items)-1
+		if it.section == "" {
+			if err := writeKeys("    ", it.keys, last); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(&b, "    %q: {\n", it.section)
+			if err := writeKeys("      ", it.keys, true); err != nil {
+				return err
+			}
+			comma := ","
+			if last {
+				comma = ""
+			}
+			fmt.Fprintf(&b, "    }%s\n", comma)
+		}
+		if !last {
 			b.WriteString("\n")
 		}
 	}
