@@ -4,7 +4,7 @@
 #   bench/micro.sh [--count N] [--out FILE]
 #
 # Runs, from the repository root, one after the other:
-#   go test -run '^$' -bench 'BenchmarkRoundTrip|BenchmarkMask|BenchmarkUTF8|BenchmarkEcho' -benchmem -count N ./ws/
+#   (cd ws && go test -run '^$' -bench 'BenchmarkRoundTrip|BenchmarkMask|BenchmarkUTF8|BenchmarkEcho' -benchmem -count N .)
 #   go test -run '^$' -bench BenchmarkFanout -benchtime 50000x -benchmem -count N ./bus/
 #   python3 bench/wsproto/roundtrip.py --size small|large [--deflate]   (when wsproto is installed)
 # and writes FILE (default bench/results/micro-DATE.txt): the date, the commit
@@ -43,7 +43,10 @@ run() {
   echo "\$ $*" >>"$out"
   "$@" 2>&1 | tee -a "$out"
 }
-run go test -run '^$' -bench 'BenchmarkRoundTrip|BenchmarkMask|BenchmarkUTF8|BenchmarkEcho' -benchmem -count "$count" ./ws/
+out=$(cd "$(dirname "$out")" && pwd)/$(basename "$out")
+# ws is a module of its own: its benchmarks run from ws/.
+echo "" >>"$out"; echo "# from ws/ (cd ws):" >>"$out"
+(cd ws && run go test -run '^$' -bench 'BenchmarkRoundTrip|BenchmarkMask|BenchmarkUTF8|BenchmarkEcho' -benchmem -count "$count" .)
 run go test -run '^$' -bench BenchmarkFanout -benchtime 50000x -benchmem -count "$count" ./bus/
 if /usr/bin/python3 -c 'import wsproto' 2>/dev/null; then
   for args in "--size small" "--size large" "--size small --deflate"; do
