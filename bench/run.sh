@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/run.sh — measure ovbus against its peers, side by side, on 127.0.0.1.
 #
-#   bench/run.sh [--repeat N] [--peers "gorilla gws gobwas coder tornado node"]
+#   bench/run.sh [--repeat N] [--peers "gorilla gws gobwas coder tornado node uws"]
 #                [--pairs] [--quick] [--no-fanout] [--no-loadtest] [--out DIR]
 #
 # Fan-out: starts `ovbus serve` (OVOS_BUS_PORT, configuration isolated from the
@@ -20,7 +20,7 @@
 #
 #   --repeat N   runs of every scenario and server (default 3)
 #   --quick      small scenarios, one repeat: a smoke test of the pipeline
-#   --peers LIST which peers (default: all six)
+#   --peers LIST which peers (default: all seven)
 #   --quiet-load X  before each benchmark, wait (up to 10 min) until the
 #                1-minute load average is below X: the machine may be shared
 set -euo pipefail
@@ -28,7 +28,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 repeat=3
-peers="gorilla gws gobwas coder tornado node"
+peers="gorilla gws gobwas coder tornado node uws"
 pairs=0 quick=0 fanout=1 loadtest=1 quiet=
 out=""
 while [[ $# -gt 0 ]]; do
