@@ -2,7 +2,7 @@
 # bench/run.sh — measure ovbus against its peers, side by side, on 127.0.0.1.
 #
 #   bench/run.sh [--repeat N] [--peers "gorilla gws gobwas coder tornado node uws"]
-#                [--pairs] [--quick] [--no-fanout] [--no-loadtest] [--out DIR]
+#                [--pairs] [--quick] [--no-fanout] [--no-loadtest] [--idle] [--out DIR]
 #
 # Fan-out: starts `ovbus serve` (OVOS_BUS_PORT, configuration isolated from the
 # user's) and every peer's fan-out server (bench/peers/run-peer.sh), each its
@@ -11,6 +11,11 @@
 # instead: one comparison (and one table) per peer.
 # Echo: starts examples/echoserver and every peer's echo server (Tornado has
 # none) and runs `ovbus loadtest --preset std` the same way.
+#
+# Idle memory (--idle): starts each server afresh, alone (`ovbus serve`, then
+# every peer's fan-out server), opens 5 000 and then 19 000 idle connections to
+# it with the independent client (bench/peers/cmd/client idle) and records
+# the server's RSS per connection in idle.txt.
 #
 # Writes under DIR (default bench/out/run-DATE): fanout.md, fanout.json,
 # fanout.svg, loadtest.md, loadtest.json, loadtest.svg, machine.txt, the exact
@@ -21,6 +26,7 @@
 #   --repeat N   runs of every scenario and server (default 3)
 #   --quick      small scenarios, one repeat: a smoke test of the pipeline
 #   --peers LIST which peers (default: all seven)
+#   --idle       also measure idle memory (IDLE_LEVELS, default 5000,19000)
 #   --quiet-load X  before each benchmark, wait (up to 10 min) until the
 #                1-minute load average is below X: the machine may be shared
 set -euo pipefail
@@ -29,7 +35,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 repeat=3
 peers="gorilla gws gobwas coder tornado node uws"
-pairs=0 quick=0 fanout=1 loadtest=1 quiet=
+pairs=0 quick=0 fanout=1 loadtest=1 idle=0 quiet=
 out=""
 while [[ $# -gt 0 ]]; do
 	case $1 in
@@ -39,6 +45,7 @@ while [[ $# -gt 0 ]]; do
 	--quick) quick=1; repeat=1; shift ;;
 	--no-fanout) fanout=0; shift ;;
 	--no-loadtest) loadtest=0; shift ;;
+	--idle) idle=1; shift ;;
 	--out) out=$2; shift 2 ;;
 	--quiet-load) quiet=$2; shift 2 ;;
 	-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -208,6 +215,31 @@ if [[ $loadtest == 1 ]]; then
 	set -e
 	echo "after loadtest: load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
 	if [[ $rc -gt 1 ]]; then log "loadtest: exit status $rc (see $out/logs/bench.log)"; fi
+fi
+
+# ---------------------------------------------------------------- idle memory
+if [[ $idle == 1 ]]; then
+	(cd "$here/peers" && go build -o "$out/client" ./cmd/client)
+	levels=${IDLE_LEVELS:-5000,19000}
+	: >"$out/idle.txt"
+	measure_idle() { # measure_idle NAME PORT PID
+		local args=(idle -n "$levels" "$1=ws://$host:$2/core@$3")
+		echo "client ${args[*]}" >>"$out/commands.txt"
+		log "client ${args[*]}"
+		timeout --foreground "$limit" "$out/client" "${args[@]}" | { [[ -s $out/idle.txt ]] && tail -n +2 || cat; } >>"$out/idle.txt" ||
+			log "idle $1: client failed (see above)"
+	}
+	start_ovbus
+	measure_idle ovbus $ovbus_port "$ovbus_pid"
+	stop "$ovbus_pid"
+	port=18301
+	for p in $peers; do
+		pid=$(start_peer "$p" fanout $port) || { log "skipping $p"; port=$((port + 1)); continue; }
+		pids+=("$pid")
+		measure_idle "$p" $port "$pid"
+		stop "$pid"
+		port=$((port + 1))
+	done
 fi
 
 log "done: $out"
