@@ -43,7 +43,8 @@ func idleMain(args []string) error {
 	if want := uint64(ns[len(ns)-1]) + 64; limit < want {
 		return fmt.Errorf("RLIMIT_NOFILE hard limit %d: %d connections need about %d", limit, ns[len(ns)-1], want)
 	}
-	fmt.Printf("%-10s  %7s  %14s  %14s  %13s  %s\n", "target", "conns", "RSS before", "RSS after", "RSS/conn", "open after settle")
+	fmt.Printf("%-10s  %7s  %14s  %14s  %11s  %15s  %s\n", "target", "conns", "RSS before", "RSS after", "RSS/conn",
+		"since last level", "open after settle")
 	for _, t := range targets {
 		if t.pid <= 0 {
 			return fmt.Errorf("%s: no server pid (give NAME=URL@PID)", t.name)
@@ -56,7 +57,9 @@ func idleMain(args []string) error {
 }
 
 // idleRun opens the connections of every level in turn and prints the RSS
-// per connection at each level; it closes them all at the end.
+// per connection at each level: over all connections, and over those added
+// since the previous level (which leaves out a step the first ones cause,
+// such as a runtime growing its heap). It closes them all at the end.
 func idleRun(t target, levels []int, settle time.Duration, greeting bool, concurrency int) error {
 	time.Sleep(settle)
 	before, err := rss(t.pid)
@@ -64,6 +67,7 @@ func idleRun(t target, levels []int, settle time.Duration, greeting bool, concur
 		return err
 	}
 	var conns []net.Conn
+	prev, prevN := before, 0
 	defer func() {
 		for _, c := range conns {
 			c.Close()
@@ -81,8 +85,9 @@ func idleRun(t target, levels []int, settle time.Duration, greeting bool, concur
 		if err != nil {
 			return err
 		}
-		fmt.Printf("%-10s  %7d  %14d  %14d  %11.0f B  %d\n", t.name, n, before, after,
-			float64(after-before)/float64(n), countOpen(conns))
+		fmt.Printf("%-10s  %7d  %14d  %14d  %9.0f B  %13.0f B  %d\n", t.name, n, before, after,
+			float64(after-before)/float64(n), float64(after-prev)/float64(n-prevN), countOpen(conns))
+		prev, prevN = after, n
 	}
 	return nil
 }

@@ -21,8 +21,9 @@
 // idle opens idle connections to each target, one target at a time, and
 // reports the server's resident memory per connection: (RSS with n
 // connections − RSS before) ÷ n, each RSS read from /proc/PID/status after the
-// settle time. The levels are cumulative on one server process (5 000, then
-// 14 000 more for 19 000). RLIMIT_NOFILE is raised to its hard limit first.
+// settle time, and the same over the connections added since the previous
+// level. The levels are cumulative on one server process (5 000, then 14 000
+// more for 19 000). RLIMIT_NOFILE is raised to its hard limit first.
 package main
 
 import (
