@@ -2,7 +2,7 @@
 # bench/run.sh — measure ovbus against its peers, side by side, on 127.0.0.1.
 #
 #   bench/run.sh [--repeat N] [--peers "gorilla gws gobwas coder tornado node uws"]
-#                [--pairs] [--quick] [--no-fanout] [--no-loadtest] [--idle] [--out DIR]
+#                [--pairs] [--quick] [--no-fanout] [--no-loadtest] [--idle] [--pin] [--out DIR]
 #
 # Fan-out: starts `ovbus serve` (OVOS_BUS_PORT, configuration isolated from the
 # user's) and every peer's fan-out server (bench/peers/run-peer.sh), each its
@@ -27,6 +27,9 @@
 #   --quick      small scenarios, one repeat: a smoke test of the pipeline
 #   --peers LIST which peers (default: all seven)
 #   --idle       also measure idle memory (IDLE_LEVELS, default 5000,19000)
+#   --pin        run the servers on the first half of the CPUs and the clients
+#                on the other half (taskset), so that a client's CPU time is
+#                not taken from the server it measures
 #   --quiet-load X  before each benchmark, wait (up to 10 min) until the
 #                1-minute load average is below X: the machine may be shared
 set -euo pipefail
@@ -35,7 +38,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 repeat=3
 peers="gorilla gws gobwas coder tornado node uws"
-pairs=0 quick=0 fanout=1 loadtest=1 idle=0 quiet=
+pairs=0 quick=0 fanout=1 loadtest=1 idle=0 pin=0 quiet=
 out=""
 while [[ $# -gt 0 ]]; do
 	case $1 in
@@ -46,6 +49,7 @@ while [[ $# -gt 0 ]]; do
 	--no-fanout) fanout=0; shift ;;
 	--no-loadtest) loadtest=0; shift ;;
 	--idle) idle=1; shift ;;
+	--pin) pin=1; shift ;;
 	--out) out=$2; shift 2 ;;
 	--quiet-load) quiet=$2; shift 2 ;;
 	-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -59,6 +63,15 @@ limit=${BENCH_TIMEOUT:-1200}
 host=127.0.0.1
 
 log() { echo "run.sh: $*" >&2; }
+
+# With --pin, every server runs under srvpin and every client under clipin.
+srvpin=() clipin=()
+if [[ $pin == 1 ]]; then
+	ncpu=$(nproc)
+	[[ $ncpu -ge 2 ]] || { log "--pin needs at least 2 CPUs"; exit 1; }
+	half=$((ncpu / 2))
+	srvpin=(taskset -c "0-$((half - 1))") clipin=(taskset -c "$half-$((ncpu - 1))")
+fi
 
 # Every pid we start, stopped on exit.
 pids=()
@@ -116,6 +129,7 @@ ovbus=$out/ovbus
 	echo "go: $(go version)"
 	echo "kernel: $(uname -sr)"
 	echo "loadavg: $(cut -d' ' -f1-3 /proc/loadavg)"
+	if [[ $pin == 1 ]]; then echo "pinned: servers ${srvpin[*]}, clients ${clipin[*]}"; else echo "pinned: no"; fi
 	echo "commit: $(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 	command -v node >/dev/null && echo "node: $(node --version)"
 	echo "python3-tornado: $(/usr/bin/python3 -c 'import tornado; print(tornado.version)' 2>/dev/null || echo none)"
@@ -124,7 +138,7 @@ ovbus=$out/ovbus
 
 start_peer() { # start_peer NAME MODE PORT -> prints pid
 	port_free "$3"
-	PEER_OUT="$out/logs" "$here/peers/run-peer.sh" "$1" "$2" "$3"
+	PEER_OUT="$out/logs" "${srvpin[@]}" "$here/peers/run-peer.sh" "$1" "$2" "$3"
 }
 
 # ---------------------------------------------------------------- fan-out
@@ -133,7 +147,7 @@ start_ovbus() {
 	port_free $ovbus_port
 	mkdir -p "$out/xdg/config" "$out/xdg/state" "$out/xdg/data" "$out/xdg/cache"
 	# The user's mycroft.conf must not change the bus under test.
-	env XDG_CONFIG_HOME="$out/xdg/config" XDG_STATE_HOME="$out/xdg/state" \
+	"${srvpin[@]}" env XDG_CONFIG_HOME="$out/xdg/config" XDG_STATE_HOME="$out/xdg/state" \
 		XDG_DATA_HOME="$out/xdg/data" XDG_CACHE_HOME="$out/xdg/cache" XDG_CONFIG_DIRS="$out/xdg/config" \
 		MYCROFT_SYSTEM_CONFIG="$out/xdg/none.conf" \
 		OVOS_BUS_HOST=$host OVOS_BUS_PORT=$ovbus_port \
@@ -148,12 +162,12 @@ bench_cmd() { # bench_cmd NAME TARGETS... ; writes NAME.md/.json/.svg
 	local args=(bench --preset seeds --repeat "$repeat")
 	if [[ $quick == 1 ]]; then args=(bench --preset 5x200,20x1000 --repeat 1); fi
 	args+=(--pause 500ms --format markdown --save-json "$out/$name.json" --plot "$out/$name.svg" --verbose "$@")
-	echo "ovbus ${args[*]}" >>"$out/commands.txt"
+	echo "${clipin[*]}${clipin:+ }ovbus ${args[*]}" >>"$out/commands.txt"
 	wait_quiet
 	log "ovbus ${args[*]} (load average $(cut -d' ' -f1-3 /proc/loadavg))"
 	echo "before $name: load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
 	set +e
-	timeout --foreground "$limit" "$ovbus" "${args[@]}" >"$out/$name.md" 2>>"$out/logs/bench.log"
+	timeout --foreground "$limit" "${clipin[@]}" "$ovbus" "${args[@]}" >"$out/$name.md" 2>>"$out/logs/bench.log"
 	local rc=$?
 	set -e
 	echo "after $name: load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
@@ -189,7 +203,7 @@ fi
 if [[ $loadtest == 1 ]]; then
 	echo_port=18200
 	port_free $echo_port
-	"$out/echoserver" -addr "$host:$echo_port" </dev/null >"$out/logs/echoserver.log" 2>&1 &
+	"${srvpin[@]}" "$out/echoserver" -addr "$host:$echo_port" </dev/null >"$out/logs/echoserver.log" 2>&1 &
 	echo_pid=$!
 	pids+=("$echo_pid")
 	wait_port $echo_port "$echo_pid" echoserver
@@ -205,12 +219,12 @@ if [[ $loadtest == 1 ]]; then
 	args=(loadtest --preset std --duration 2s --repeat "$repeat")
 	if [[ $quick == 1 ]]; then args=(loadtest --preset 10x1k --duration 500ms --repeat 1); fi
 	args+=(--pause 500ms --format markdown --save-json "$out/loadtest.json" --plot "$out/loadtest.svg" --verbose "${targets[@]}")
-	echo "ovbus ${args[*]}" >>"$out/commands.txt"
+	echo "${clipin[*]}${clipin:+ }ovbus ${args[*]}" >>"$out/commands.txt"
 	wait_quiet
 	log "ovbus ${args[*]} (load average $(cut -d' ' -f1-3 /proc/loadavg))"
 	echo "before loadtest: load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
 	set +e
-	timeout --foreground "$limit" "$ovbus" "${args[@]}" >"$out/loadtest.md" 2>>"$out/logs/bench.log"
+	timeout --foreground "$limit" "${clipin[@]}" "$ovbus" "${args[@]}" >"$out/loadtest.md" 2>>"$out/logs/bench.log"
 	rc=$?
 	set -e
 	echo "after loadtest: load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
@@ -224,9 +238,9 @@ if [[ $idle == 1 ]]; then
 	: >"$out/idle.txt"
 	measure_idle() { # measure_idle NAME PORT PID
 		local args=(idle -n "$levels" "$1=ws://$host:$2/core@$3")
-		echo "client ${args[*]}" >>"$out/commands.txt"
+		echo "${clipin[*]}${clipin:+ }client ${args[*]}" >>"$out/commands.txt"
 		log "client ${args[*]}"
-		timeout --foreground "$limit" "$out/client" "${args[@]}" | { [[ -s $out/idle.txt ]] && tail -n +2 || cat; } >>"$out/idle.txt" ||
+		timeout --foreground "$limit" "${clipin[@]}" "$out/client" "${args[@]}" | { [[ -s $out/idle.txt ]] && tail -n +2 || cat; } >>"$out/idle.txt" ||
 			log "idle $1: client failed (see above)"
 	}
 	start_ovbus
