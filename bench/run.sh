@@ -2,7 +2,8 @@
 # bench/run.sh — measure ovbus against its peers, side by side, on 127.0.0.1.
 #
 #   bench/run.sh [--repeat N] [--peers "gorilla gws gobwas coder tornado node uws"]
-#                [--pairs] [--quick] [--no-fanout] [--no-loadtest] [--idle] [--pin] [--out DIR]
+#                [--pairs] [--quick] [--no-fanout] [--no-loadtest] [--idle] [--pin]
+#                [--preset LIST] [--crosscheck] [--out DIR]
 #
 # Fan-out: starts `ovbus serve` (OVOS_BUS_PORT, configuration isolated from the
 # user's) and every peer's fan-out server (bench/peers/run-peer.sh), each its
@@ -27,6 +28,10 @@
 #   --quick      small scenarios, one repeat: a smoke test of the pipeline
 #   --peers LIST which peers (default: all seven)
 #   --idle       also measure idle memory (IDLE_LEVELS, default 5000,19000)
+#   --preset LIST  fan-out scenarios (default seeds), e.g. 100x2000,1000x200
+#   --crosscheck after each fan-out comparison, run the same scenarios on the
+#                same servers with the independent client (bench/peers/cmd/client
+#                fanout, gobwas/ws): NAME-crosscheck.txt beside NAME.md
 #   --pin        run the servers on the first half of the CPUs and the clients
 #                on the other half (taskset), so that a client's CPU time is
 #                not taken from the server it measures
@@ -38,7 +43,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 repeat=3
 peers="gorilla gws gobwas coder tornado node uws"
-pairs=0 quick=0 fanout=1 loadtest=1 idle=0 pin=0 quiet=
+pairs=0 quick=0 fanout=1 loadtest=1 idle=0 pin=0 crosscheck=0 preset=seeds quiet=
 out=""
 while [[ $# -gt 0 ]]; do
 	case $1 in
@@ -50,6 +55,8 @@ while [[ $# -gt 0 ]]; do
 	--no-loadtest) loadtest=0; shift ;;
 	--idle) idle=1; shift ;;
 	--pin) pin=1; shift ;;
+	--preset) preset=$2; shift 2 ;;
+	--crosscheck) crosscheck=1; shift ;;
 	--out) out=$2; shift 2 ;;
 	--quiet-load) quiet=$2; shift 2 ;;
 	-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -159,7 +166,7 @@ start_ovbus() {
 
 bench_cmd() { # bench_cmd NAME TARGETS... ; writes NAME.md/.json/.svg
 	local name=$1; shift
-	local args=(bench --preset seeds --repeat "$repeat")
+	local args=(bench --preset "$preset" --repeat "$repeat")
 	if [[ $quick == 1 ]]; then args=(bench --preset 5x200,20x1000 --repeat 1); fi
 	args+=(--pause 500ms --format markdown --save-json "$out/$name.json" --plot "$out/$name.svg" --verbose "$@")
 	echo "${clipin[*]}${clipin:+ }ovbus ${args[*]}" >>"$out/commands.txt"
@@ -172,6 +179,28 @@ bench_cmd() { # bench_cmd NAME TARGETS... ; writes NAME.md/.json/.svg
 	set -e
 	echo "after $name: load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
 	if [[ $rc -gt 1 ]]; then log "$name: ovbus bench exit status $rc (see $out/logs/bench.log)"; fi
+	[[ $crosscheck == 1 ]] && crosscheck_cmd "$name" "$@"
+	return 0
+}
+
+# The seeds preset's scenarios, for the independent client.
+seeds="5x200,20x1000,50x2000,100x500,1000x100"
+
+crosscheck_cmd() { # crosscheck_cmd NAME TARGETS... ; writes NAME-crosscheck.txt
+	local name=$1; shift
+	[[ -x $out/client ]] || (cd "$here/peers" && go build -o "$out/client" ./cmd/client)
+	local list=$preset
+	[[ $list == seeds ]] && list=$seeds
+	[[ $quick == 1 ]] && list=5x200,20x1000
+	: >"$out/$name-crosscheck.txt"
+	for sc in ${list//,/ }; do
+		local args=(fanout -clients "${sc%x*}" -messages "${sc#*x}" -repeat "$repeat" "$@")
+		echo "${clipin[*]}${clipin:+ }client ${args[*]}" >>"$out/commands.txt"
+		wait_quiet
+		log "client ${args[*]}"
+		timeout --foreground "$limit" "${clipin[@]}" "$out/client" "${args[@]}" >>"$out/$name-crosscheck.txt" 2>>"$out/logs/bench.log" ||
+			log "$name: the independent client failed at $sc (see $out/logs/bench.log)"
+	done
 }
 
 if [[ $fanout == 1 ]]; then
