@@ -42,7 +42,7 @@ func fanoutMain(args []string) error {
 		timeout: *timeout, readBuf: *readBuf}
 
 	results := make([][]figures, len(targets))
-	fmt.Printf(rowFormat, "run", "target", "deliveries/s", "dropped", "client CPU", "server µs/delivery", "client µs/delivery")
+	fmt.Printf(rowFormat, "run", "target", "deliveries/s", "dropped", "client CPU", "server CPU", "server µs/delivery", "client µs/delivery")
 	for r := range *repeat {
 		for i, t := range targets {
 			if r+i > 0 {
@@ -80,7 +80,7 @@ type fanoutResult struct {
 
 // figures are what a run reports.
 type figures struct {
-	rate, dropped, cores, serverUs, clientUs float64 // serverUs < 0: unknown
+	rate, dropped, cores, serverCores, serverUs, clientUs float64 // serverUs < 0: unknown
 }
 
 func (r fanoutResult) figures() figures {
@@ -90,6 +90,7 @@ func (r fanoutResult) figures() figures {
 	}
 	if r.wall > 0 {
 		f.cores = r.clientCPU.Seconds() / r.wall.Seconds()
+		f.serverCores = r.serverCPU.Seconds() / r.wall.Seconds()
 	}
 	d := float64(max(r.delivered, 1))
 	f.clientUs = float64(r.clientCPU.Nanoseconds()) / 1e3 / d
@@ -99,7 +100,7 @@ func (r fanoutResult) figures() figures {
 	return f
 }
 
-const rowFormat = "%-6s  %-10s  %12s  %7s  %10s  %18s  %18s\n"
+const rowFormat = "%-6s  %-10s  %12s  %7s  %10s  %10s  %18s  %18s\n"
 
 func (f figures) row(run, name string) string {
 	srv := "-"
@@ -111,7 +112,7 @@ func (f figures) row(run, name string) string {
 		flag = "!"
 	}
 	return fmt.Sprintf(rowFormat, run, name, fmt.Sprintf("%.3gM", f.rate/1e6), fmt.Sprintf("%.0f", f.dropped),
-		fmt.Sprintf("%.0f%%%s", 100*f.cores, flag), srv, fmt.Sprintf("%.3f", f.clientUs))
+		fmt.Sprintf("%.0f%%%s", 100*f.cores, flag), fmt.Sprintf("%.0f%%", 100*f.serverCores), srv, fmt.Sprintf("%.3f", f.clientUs))
 }
 
 // median takes each figure's median over the runs on its own.
@@ -125,11 +126,12 @@ func median(rs []figures) figures {
 		return v[len(v)/2]
 	}
 	return figures{
-		rate:     mid(func(f figures) float64 { return f.rate }),
-		dropped:  mid(func(f figures) float64 { return f.dropped }),
-		cores:    mid(func(f figures) float64 { return f.cores }),
-		serverUs: mid(func(f figures) float64 { return f.serverUs }),
-		clientUs: mid(func(f figures) float64 { return f.clientUs }),
+		rate:        mid(func(f figures) float64 { return f.rate }),
+		dropped:     mid(func(f figures) float64 { return f.dropped }),
+		cores:       mid(func(f figures) float64 { return f.cores }),
+		serverCores: mid(func(f figures) float64 { return f.serverCores }),
+		serverUs:    mid(func(f figures) float64 { return f.serverUs }),
+		clientUs:    mid(func(f figures) float64 { return f.clientUs }),
 	}
 }
 
