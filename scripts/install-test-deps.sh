@@ -22,7 +22,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-if [ -f bench/peers/node/package-lock.json ] && { [ ! -d bench/peers/node/node_modules/ws ] || [ ! -d bench/peers/node/node_modules/uwebsockets ]; }; then
+if [ -f bench/peers/node/package-lock.json ] && [ ! -d bench/peers/node/node_modules ]; then
   echo "installing Node packages of bench/peers/node"
   (cd bench/peers/node && npm ci --no-audit --no-fund --loglevel=error)
 fi
