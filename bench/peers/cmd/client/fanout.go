@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gobwas/ws"
@@ -43,9 +42,12 @@ func fanoutMain(args []string) error {
 
 	results := make([][]figures, len(targets))
 	fmt.Printf(rowFormat, "run", "target", "deliveries/s", "dropped", "client CPU", "server CPU", "server µs/delivery", "client µs/delivery")
+	// Interleaved as ovbus bench does: A B C, then B C A, …
 	for r := range *repeat {
-		for i, t := range targets {
-			if r+i > 0 {
+		for j := range targets {
+			i := (j + r) % len(targets)
+			t := targets[i]
+			if r+j > 0 {
 				time.Sleep(*pause)
 			}
 			res, err := runFanout(t, cfg)
@@ -283,13 +285,10 @@ func runFanout(t target, cfg fanoutConfig) (fanoutResult, error) {
 	}
 
 	var wg sync.WaitGroup
-	var live atomic.Int64
 	for _, s := range subs {
 		wg.Add(1)
-		live.Add(1)
 		go func() {
 			defer wg.Done()
-			defer live.Add(-1)
 			defer s.wOnce.Do(func() { close(s.warm) })
 			buf := make([]byte, 0, cfg.size+64)
 			lastSet := time.Now()
