@@ -143,6 +143,10 @@ type FanoutResult struct {
 	// deliveries/s figure is a floor.
 	ClientCores float64
 	ClientBound bool
+	// ServerCores is ServerCPU ÷ Wall (0 when unknown). When ClientCores +
+	// ServerCores is near the number of CPUs the two share, deliveries/s is
+	// the figure of the client and the server together.
+	ServerCores float64
 }
 
 // ClientCPUPerDelivery and ServerCPUPerDelivery are CPU time per delivered
@@ -323,6 +327,9 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	res.Latency = all.Summary()
 	res.ClientCPU, res.ClientCores, res.ClientBound = usage.client, usage.cores, usage.bound
 	res.ServerCPU, res.ServerCPUOK = usage.server, usage.serverOK
+	if usage.serverOK && res.Wall > 0 {
+		res.ServerCores = usage.server.Seconds() / res.Wall.Seconds()
+	}
 	return res, nil
 }
 

@@ -104,6 +104,9 @@ func TestFanoutAgainstBus(t *testing.T) {
 	if !r.ServerCPUOK || r.ServerPID <= 0 {
 		t.Errorf("server CPU not measured (pid %d)", r.ServerPID)
 	}
+	if want := r.ServerCPU.Seconds() / r.Wall.Seconds(); r.ServerCores != want {
+		t.Errorf("server cores %v, want server CPU ÷ wall = %v", r.ServerCores, want)
+	}
 	if r.Size != 200 {
 		t.Errorf("size %d", r.Size)
 	}

@@ -226,6 +226,7 @@ func FanoutMetrics(r *FanoutResult) map[string]float64 {
 	}
 	if r.ServerCPUOK {
 		m["server_cpu_ms"] = ms(r.ServerCPU)
+		m["server_cpu_cores"] = r.ServerCores
 		m["server_cpu_us_per_delivery"] = us(r.ServerCPUPerDelivery())
 	}
 	return m

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench/run.sh — measure ovbus against its peers, side by side, on 127.0.0.1.
 #
-#   bench/run.sh [--repeat N] [--peers "gorilla gws gobwas coder tornado node"]
-#                [--pairs] [--quick] [--no-fanout] [--no-loadtest] [--out DIR]
+#   bench/run.sh [--repeat N] [--peers "gorilla gws gobwas coder tornado node uws"]
+#                [--pairs] [--quick] [--no-fanout] [--no-loadtest] [--idle] [--pin]
+#                [--preset LIST] [--crosscheck] [--out DIR]
 #
 # Fan-out: starts `ovbus serve` (OVOS_BUS_PORT, configuration isolated from the
 # user's) and every peer's fan-out server (bench/peers/run-peer.sh), each its
@@ -12,6 +13,11 @@
 # Echo: starts examples/echoserver and every peer's echo server (Tornado has
 # none) and runs `ovbus loadtest --preset std` the same way.
 #
+# Idle memory (--idle): starts each server afresh, alone (`ovbus serve`, then
+# every peer's fan-out server), opens 5 000 and then 19 000 idle connections to
+# it with the independent client (bench/peers/cmd/client idle) and records
+# the server's RSS per connection in idle.txt.
+#
 # Writes under DIR (default bench/out/run-DATE): fanout.md, fanout.json,
 # fanout.svg, loadtest.md, loadtest.json, loadtest.svg, machine.txt, the exact
 # commands in commands.txt, and the servers' logs. Every server started is
@@ -20,7 +26,15 @@
 #
 #   --repeat N   runs of every scenario and server (default 3)
 #   --quick      small scenarios, one repeat: a smoke test of the pipeline
-#   --peers LIST which peers (default: all six)
+#   --peers LIST which peers (default: all seven)
+#   --idle       also measure idle memory (IDLE_LEVELS, default 5000,19000)
+#   --preset LIST  fan-out scenarios (default seeds), e.g. 100x2000,1000x200
+#   --crosscheck after each fan-out comparison, run the same scenarios on the
+#                same servers with the independent client (bench/peers/cmd/client
+#                fanout, gobwas/ws): NAME-crosscheck.txt beside NAME.md
+#   --pin        run the servers on the first half of the CPUs and the clients
+#                on the other half (taskset), so that a client's CPU time is
+#                not taken from the server it measures
 #   --quiet-load X  before each benchmark, wait (up to 10 min) until the
 #                1-minute load average is below X: the machine may be shared
 set -euo pipefail
@@ -28,8 +42,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 repeat=3
-peers="gorilla gws gobwas coder tornado node"
-pairs=0 quick=0 fanout=1 loadtest=1 quiet=
+peers="gorilla gws gobwas coder tornado node uws"
+pairs=0 quick=0 fanout=1 loadtest=1 idle=0 pin=0 crosscheck=0 preset=seeds quiet=
 out=""
 while [[ $# -gt 0 ]]; do
 	case $1 in
@@ -39,6 +53,10 @@ while [[ $# -gt 0 ]]; do
 	--quick) quick=1; repeat=1; shift ;;
 	--no-fanout) fanout=0; shift ;;
 	--no-loadtest) loadtest=0; shift ;;
+	--idle) idle=1; shift ;;
+	--pin) pin=1; shift ;;
+	--preset) preset=$2; shift 2 ;;
+	--crosscheck) crosscheck=1; shift ;;
 	--out) out=$2; shift 2 ;;
 	--quiet-load) quiet=$2; shift 2 ;;
 	-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -52,6 +70,15 @@ limit=${BENCH_TIMEOUT:-1200}
 host=127.0.0.1
 
 log() { echo "run.sh: $*" >&2; }
+
+# With --pin, every server runs under srvpin and every client under clipin.
+srvpin=() clipin=()
+if [[ $pin == 1 ]]; then
+	ncpu=$(nproc)
+	[[ $ncpu -ge 2 ]] || { log "--pin needs at least 2 CPUs"; exit 1; }
+	half=$((ncpu / 2))
+	srvpin=(taskset -c "0-$((half - 1))") clipin=(taskset -c "$half-$((ncpu - 1))")
+fi
 
 # Every pid we start, stopped on exit.
 pids=()
@@ -111,6 +138,7 @@ ovbus=$out/ovbus
 	echo "go: $(go version)"
 	echo "kernel: $(uname -sr)"
 	echo "loadavg: $(cut -d' ' -f1-3 /proc/loadavg)"
+	if [[ $pin == 1 ]]; then echo "pinned: servers ${srvpin[*]}, clients ${clipin[*]}"; else echo "pinned: no"; fi
 	echo "commit: $(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 	command -v node >/dev/null && echo "node: $(node --version)"
 	echo "python3-tornado: $(/usr/bin/python3 -c 'import tornado; print(tornado.version)' 2>/dev/null || echo none)"
@@ -119,7 +147,7 @@ ovbus=$out/ovbus
 
 start_peer() { # start_peer NAME MODE PORT -> prints pid
 	port_free "$3"
-	PEER_OUT="$out/logs" "$here/peers/run-peer.sh" "$1" "$2" "$3"
+	PEER_OUT="$out/logs" "${srvpin[@]}" "$here/peers/run-peer.sh" "$1" "$2" "$3"
 }
 
 # ---------------------------------------------------------------- fan-out
@@ -128,7 +156,7 @@ start_ovbus() {
 	port_free $ovbus_port
 	mkdir -p "$out/xdg/config" "$out/xdg/state" "$out/xdg/data" "$out/xdg/cache"
 	# The user's mycroft.conf must not change the bus under test.
-	env XDG_CONFIG_HOME="$out/xdg/config" XDG_STATE_HOME="$out/xdg/state" \
+	"${srvpin[@]}" env XDG_CONFIG_HOME="$out/xdg/config" XDG_STATE_HOME="$out/xdg/state" \
 		XDG_DATA_HOME="$out/xdg/data" XDG_CACHE_HOME="$out/xdg/cache" XDG_CONFIG_DIRS="$out/xdg/config" \
 		MYCROFT_SYSTEM_CONFIG="$out/xdg/none.conf" \
 		OVOS_BUS_HOST=$host OVOS_BUS_PORT=$ovbus_port \
@@ -140,19 +168,41 @@ start_ovbus() {
 
 bench_cmd() { # bench_cmd NAME TARGETS... ; writes NAME.md/.json/.svg
 	local name=$1; shift
-	local args=(bench --preset seeds --repeat "$repeat")
+	local args=(bench --preset "$preset" --repeat "$repeat")
 	if [[ $quick == 1 ]]; then args=(bench --preset 5x200,20x1000 --repeat 1); fi
 	args+=(--pause 500ms --format markdown --save-json "$out/$name.json" --plot "$out/$name.svg" --verbose "$@")
-	echo "ovbus ${args[*]}" >>"$out/commands.txt"
+	echo "${clipin[*]}${clipin:+ }ovbus ${args[*]}" >>"$out/commands.txt"
 	wait_quiet
 	log "ovbus ${args[*]} (load average $(cut -d' ' -f1-3 /proc/loadavg))"
 	echo "before $name: load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
 	set +e
-	timeout --foreground "$limit" "$ovbus" "${args[@]}" >"$out/$name.md" 2>>"$out/logs/bench.log"
+	timeout --foreground "$limit" "${clipin[@]}" "$ovbus" "${args[@]}" >"$out/$name.md" 2>>"$out/logs/bench.log"
 	local rc=$?
 	set -e
 	echo "after $name: load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
 	if [[ $rc -gt 1 ]]; then log "$name: ovbus bench exit status $rc (see $out/logs/bench.log)"; fi
+	[[ $crosscheck == 1 ]] && crosscheck_cmd "$name" "$@"
+	return 0
+}
+
+# The seeds preset's scenarios, for the independent client.
+seeds="5x200,20x1000,50x2000,100x500,1000x100"
+
+crosscheck_cmd() { # crosscheck_cmd NAME TARGETS... ; writes NAME-crosscheck.txt
+	local name=$1; shift
+	[[ -x $out/client ]] || (cd "$here/peers" && go build -o "$out/client" ./cmd/client)
+	local list=$preset
+	[[ $list == seeds ]] && list=$seeds
+	[[ $quick == 1 ]] && list=5x200,20x1000
+	: >"$out/$name-crosscheck.txt"
+	for sc in ${list//,/ }; do
+		local args=(fanout -clients "${sc%x*}" -messages "${sc#*x}" -repeat "$repeat" "$@")
+		echo "${clipin[*]}${clipin:+ }client ${args[*]}" >>"$out/commands.txt"
+		wait_quiet
+		log "client ${args[*]}"
+		timeout --foreground "$limit" "${clipin[@]}" "$out/client" "${args[@]}" >>"$out/$name-crosscheck.txt" 2>>"$out/logs/bench.log" ||
+			log "$name: the independent client failed at $sc (see $out/logs/bench.log)"
+	done
 }
 
 if [[ $fanout == 1 ]]; then
@@ -184,7 +234,7 @@ fi
 if [[ $loadtest == 1 ]]; then
 	echo_port=18200
 	port_free $echo_port
-	"$out/echoserver" -addr "$host:$echo_port" </dev/null >"$out/logs/echoserver.log" 2>&1 &
+	"${srvpin[@]}" "$out/echoserver" -addr "$host:$echo_port" </dev/null >"$out/logs/echoserver.log" 2>&1 &
 	echo_pid=$!
 	pids+=("$echo_pid")
 	wait_port $echo_port "$echo_pid" echoserver
@@ -200,16 +250,41 @@ if [[ $loadtest == 1 ]]; then
 	args=(loadtest --preset std --duration 2s --repeat "$repeat")
 	if [[ $quick == 1 ]]; then args=(loadtest --preset 10x1k --duration 500ms --repeat 1); fi
 	args+=(--pause 500ms --format markdown --save-json "$out/loadtest.json" --plot "$out/loadtest.svg" --verbose "${targets[@]}")
-	echo "ovbus ${args[*]}" >>"$out/commands.txt"
+	echo "${clipin[*]}${clipin:+ }ovbus ${args[*]}" >>"$out/commands.txt"
 	wait_quiet
 	log "ovbus ${args[*]} (load average $(cut -d' ' -f1-3 /proc/loadavg))"
 	echo "before loadtest: load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
 	set +e
-	timeout --foreground "$limit" "$ovbus" "${args[@]}" >"$out/loadtest.md" 2>>"$out/logs/bench.log"
+	timeout --foreground "$limit" "${clipin[@]}" "$ovbus" "${args[@]}" >"$out/loadtest.md" 2>>"$out/logs/bench.log"
 	rc=$?
 	set -e
 	echo "after loadtest: load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
 	if [[ $rc -gt 1 ]]; then log "loadtest: exit status $rc (see $out/logs/bench.log)"; fi
+fi
+
+# ---------------------------------------------------------------- idle memory
+if [[ $idle == 1 ]]; then
+	(cd "$here/peers" && go build -o "$out/client" ./cmd/client)
+	levels=${IDLE_LEVELS:-5000,19000}
+	: >"$out/idle.txt"
+	measure_idle() { # measure_idle NAME PORT PID
+		local args=(idle -n "$levels" "$1=ws://$host:$2/core@$3")
+		echo "${clipin[*]}${clipin:+ }client ${args[*]}" >>"$out/commands.txt"
+		log "client ${args[*]}"
+		timeout --foreground "$limit" "${clipin[@]}" "$out/client" "${args[@]}" | { [[ -s $out/idle.txt ]] && tail -n +2 || cat; } >>"$out/idle.txt" ||
+			log "idle $1: client failed (see above)"
+	}
+	start_ovbus
+	measure_idle ovbus $ovbus_port "$ovbus_pid"
+	stop "$ovbus_pid"
+	port=18301
+	for p in $peers; do
+		pid=$(start_peer "$p" fanout $port) || { log "skipping $p"; port=$((port + 1)); continue; }
+		pids+=("$pid")
+		measure_idle "$p" $port "$pid"
+		stop "$pid"
+		port=$((port + 1))
+	done
 fi
 
 log "done: $out"

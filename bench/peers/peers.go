@@ -8,8 +8,9 @@
 //     sender included, in one order that every client sees.
 //   - Echo (ModeEcho) sends every message back to its sender as received.
 //
-// The non-Go peers (Tornado, the OVOS bus's own design, and Node's ws) live
-// beside this package as scripts; run-peer.sh starts any of them.
+// The non-Go peers (Tornado, the OVOS bus's own design; Node's ws; and
+// uWebSockets.js, uWS's C++ server with its C++ publish/subscribe, driven from
+// Node) live beside this package as scripts; run-peer.sh starts any of them.
 package peers
 
 import (

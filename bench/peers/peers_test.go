@@ -375,7 +375,8 @@ func runPeer(t *testing.T, name string, mode Mode) string {
 }
 
 // TestExternalPeers starts every peer through run-peer.sh, as bench/run.sh
-// will: the Go binary, the Tornado reference on /usr/bin/python3 and Node's ws.
+// will: the Go binary, the Tornado reference on /usr/bin/python3, Node's ws
+// and uWebSockets.js.
 func TestExternalPeers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -402,5 +403,17 @@ func TestExternalPeers(t *testing.T) {
 		}
 		checkFanout(t, runPeer(t, "node", ModeFanout), 100, false)
 		checkEcho(t, runPeer(t, "node", ModeEcho))
+	})
+	t.Run("uws", func(t *testing.T) {
+		if _, err := exec.LookPath("node"); err != nil {
+			t.Skip("no node")
+		}
+		if _, err := os.Stat("node/node_modules/uwebsockets"); err != nil {
+			t.Skip("node/node_modules/uwebsockets missing: cd node && npm ci")
+		}
+		url := runPeer(t, "uws", ModeFanout)
+		checkFanout(t, url, 100, false)
+		check404(t, url)
+		checkEcho(t, runPeer(t, "uws", ModeEcho))
 	})
 }

@@ -5,6 +5,7 @@
 #   NAME  gorilla | gws | gobwas | coder   (Go, bench/peers/cmd/peer)
 #         tornado                          (Debian python3-tornado, fanout only)
 #         node                             (Node's ws; alias: ws, nodews)
+#         uws                              (uWebSockets.js, uWS's C++ server under Node)
 #   MODE  fanout | echo
 #   PORT  TCP port on PEER_HOST (default 127.0.0.1); the route is /core
 #
@@ -18,7 +19,7 @@
 # can be read from /proc/<pid>/stat. Stop it with: kill <pid>
 set -euo pipefail
 
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [[ $# -eq 3 ]] || usage
 name=$1 mode=$2 port=$3
 [[ $mode == fanout || $mode == echo ]] || usage
@@ -57,6 +58,18 @@ node | ws | nodews)
 	fi
 	script=ws_bus.js
 	[[ $mode == echo ]] && script=ws_echo.js
+	node "$here/node/$script" "$port" "$host" /core </dev/null >"$log" 2>&1 &
+	;;
+uws)
+	command -v node >/dev/null || die "node is not installed"
+	if [[ ! -d $here/node/node_modules/uwebsockets ]]; then
+		(cd "$here/node" && npm ci --no-audit --no-fund >&2) || die "npm ci failed"
+	fi
+	if ! err=$(cd "$here/node" && node -e 'require("uwebsockets")' 2>&1); then
+		die "uWebSockets.js does not load on node $(node --version): $(grep -m1 Error <<<"$err")"
+	fi
+	script=uws_bus.js
+	[[ $mode == echo ]] && script=uws_echo.js
 	node "$here/node/$script" "$port" "$host" /core </dev/null >"$log" 2>&1 &
 	;;
 *)
