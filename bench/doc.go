@@ -1,7 +1,7 @@
 // Package bench holds the load generators behind `ovbus bench` and `ovbus
 // loadtest`, and their reports.
 //
-// RunFanout is the OVOS message-bus benchmark (spec §10): M subscribers and
+// RunFanout is the OVOS message-bus benchmark (docs/protocol.md §10): M subscribers and
 // one sender connect and take their greeting, warm-up messages go round,
 // then the sender sends N messages back to back (or at a fixed rate), each
 // carrying its send time and a sequence number in an OVOS-shaped JSON

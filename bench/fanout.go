@@ -31,7 +31,7 @@ const (
 const ClientBoundShare = 0.8
 
 // FanoutConfig describes one run of the OVOS fan-out benchmark
-// (spec §10). A zero field means its default.
+// (docs/protocol.md §10). A zero field means its default.
 type FanoutConfig struct {
 	// URL of the bus, ws:// or wss://. Several comma-separated URLs are the
 	// nodes of one clustered bus: the sender connects to the first, the
@@ -56,7 +56,7 @@ type FanoutConfig struct {
 	// NoGreeting is for buses that send no greeting on connect.
 	NoGreeting bool
 	// DrainSender reads and discards the sender's own echoes during the run.
-	// The upstream benchmark's sender never reads (spec §3), which is the
+	// The upstream benchmark's sender never reads (docs/protocol.md §3), which is the
 	// default.
 	DrainSender bool
 	// ServerPIDs are more bus processes whose CPU time is added to
@@ -193,7 +193,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	}
 	r := &fanoutRun{cfg: cfg, start: time.Now(), dial: dialOptions(cfg.Dial, cfg.Clients, cfg.Size)}
 
-	// Subscribers first, then the sender (spec §10); every connection
+	// Subscribers first, then the sender (docs/protocol.md §10); every connection
 	// takes its greeting before the next phase.
 	subs := make([]*subscriber, cfg.Clients)
 	var conns connSet // closed at the end or on cancel
@@ -421,7 +421,7 @@ func (r *fanoutRun) receive(s *subscriber) {
 
 // awaitWarm waits until every subscriber has seen the last warm-up message,
 // or the timeout passed. A bus may send its greeting before the client has
-// joined the fan-out (spec §2 allows it), so a subscriber can miss the first
+// joined the fan-out (docs/protocol.md §2 allows it), so a subscriber can miss the first
 // warm-up messages: the last one is sent again every 20 ms until everyone
 // has it.
 func (r *fanoutRun) awaitWarm(ctx context.Context, sender *ws.Conn, live []*subscriber, msg []byte) error {

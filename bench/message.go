@@ -5,7 +5,7 @@ import (
 	"strconv"
 )
 
-// The benchmark's messages are OVOS-shaped JSON objects (spec §9) that carry
+// The benchmark's messages are OVOS-shaped JSON objects (docs/protocol.md §9) that carry
 // a sequence number and the send time in their data:
 //
 //	{"type":"ovbus.bench","data":{"seq":17,"t":123456789,"pad":"xx…"},"context":{}}

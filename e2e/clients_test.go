@@ -24,7 +24,7 @@ import (
 	"github.com/ovbus/ovbus/ws"
 )
 
-// greeting is the first frame of every connection, byte for byte (spec §2).
+// greeting is the first frame of every connection, byte for byte (docs/protocol.md §2).
 const greeting = `{"type":"connected","data":{},"context":{"session":{"session_id":"default"}}}`
 
 const (

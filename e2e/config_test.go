@@ -327,7 +327,7 @@ func TestBindFailure(t *testing.T) {
 
 // TestFilterLog: with filter=true and the DEBUG level the bus logs, per
 // message, `<type> source: <source> destination: <destination>` and
-// `SESSION: <session>` as Python prints them (spec §4); filter_logs types are
+// `SESSION: <session>` as Python prints them (docs/protocol.md §4); filter_logs types are
 // left out; delivery is unchanged.
 func TestFilterLog(t *testing.T) {
 	t.Parallel()

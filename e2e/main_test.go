@@ -31,7 +31,7 @@ import (
 // ovbusBin is the binary TestMain built.
 var ovbusBin string
 
-// startedLine is what the bus prints once it listens (spec §7).
+// startedLine is what the bus prints once it listens (docs/protocol.md §7).
 const startedLine = "Message bus service started!"
 
 func TestMain(m *testing.M) {

@@ -16,7 +16,7 @@ import (
 )
 
 // TestSignalDropsConnections: SIGTERM and SIGINT end the bus with exit code
-// 0, and clients see their connection drop without a close frame (spec §8):
+// 0, and clients see their connection drop without a close frame (docs/protocol.md §8):
 // that is what makes OVOS's Python client reconnect.
 func TestSignalDropsConnections(t *testing.T) {
 	t.Parallel()
@@ -214,7 +214,7 @@ done:
 	return false
 }
 
-// TestLogFile: the lifecycle lines of spec §7 go to stdout and to the
+// TestLogFile: the lifecycle lines of docs/protocol.md §7 go to stdout and to the
 // rotating file $XDG_STATE_HOME/mycroft/bus.log.
 func TestLogFile(t *testing.T) {
 	t.Parallel()

@@ -19,7 +19,7 @@ import (
 )
 
 // TestTLSGeneratedCertificate: ssl=true without ssl_cert/ssl_key serves
-// wss:// with a self-signed pair generated under XDG_DATA_HOME (spec §6),
+// wss:// with a self-signed pair generated under XDG_DATA_HOME (docs/protocol.md §6),
 // which clients trusting it accept and which the next start reuses.
 func TestTLSGeneratedCertificate(t *testing.T) {
 	t.Parallel()
@@ -89,7 +89,7 @@ func TestTLSGeneratedCertificate(t *testing.T) {
 	expectGreeting(t, g)
 }
 
-// checkGeneratedCert checks the properties of spec §6 and returns the
+// checkGeneratedCert checks the properties of docs/protocol.md §6 and returns the
 // certificate.
 func checkGeneratedCert(t *testing.T, certPEM, keyPEM []byte) *x509.Certificate {
 	t.Helper()
