@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -129,16 +131,7 @@ func TestListeningPIDLive(t *testing.T) {
 	}
 	for _, network := range []string{"tcp4", "tcp6"} {
 		t.Run(network, func(t *testing.T) {
-			addr := "127.0.0.1:0"
-			if network == "tcp6" {
-				addr = "[::1]:0"
-			}
-			ln, err := net.Listen(network, addr)
-			if err != nil {
-				t.Skip(err)
-			}
-			defer ln.Close()
-			port := ln.Addr().(*net.TCPAddr).Port
+			port := reservePort(t, network)
 			pid, err := ListeningPID(port)
 			if err != nil {
 				t.Fatal(err)
@@ -148,4 +141,37 @@ func TestListeningPIDLive(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reservePort listens on a free port on the loopback address of network and
+// also on the same port of the other family, so that no other process (test
+// packages run in parallel) can listen on that port number anywhere:
+// ListeningPID matches by port alone. The listeners close with the test.
+func reservePort(t *testing.T, network string) int {
+	t.Helper()
+	primary, other := "127.0.0.1", "[::1]"
+	if network == "tcp6" {
+		primary, other = "[::1]", "127.0.0.1"
+	}
+	for range 50 {
+		ln, err := net.Listen(network, primary+":0")
+		if err != nil {
+			t.Skip(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln2, err := net.Listen("tcp", net.JoinHostPort(strings.Trim(other, "[]"), strconv.Itoa(port)))
+		if err != nil {
+			ln.Close()
+			if errors.Is(err, syscall.EADDRINUSE) {
+				continue // another process holds the port on the other family
+			}
+			// No such family here (e.g. no IPv6): nobody else can hold it either.
+			t.Cleanup(func() { ln.Close() })
+			return port
+		}
+		t.Cleanup(func() { ln.Close(); ln2.Close() })
+		return port
+	}
+	t.Fatal("no port free on both loopback addresses")
+	return 0
 }
