@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ovbus/ovbus/ws"
 )
 
 // The hub's own tests, run under -race: the log and its followers without
@@ -314,4 +317,211 @@ func TestHubIdleChurnLeavesNoSleepers(t *testing.T) {
 		t.Fatalf("%d sleepers after every follower left", n)
 	}
 	h.publish(testEntry(0, 0)) // wakes nobody, and does not trip on a stale entry
+}
+
+// parseFrames splits b, unmasked server frames of data messages back to
+// back, into their payloads.
+func parseFrames(b []byte) ([]string, error) {
+	var out []string
+	for len(b) > 0 {
+		if len(b) < 2 {
+			return out, fmt.Errorf("a truncated header")
+		}
+		n, h := int(b[1]&0x7f), 2
+		switch n {
+		case 126:
+			n, h = int(b[2])<<8|int(b[3]), 4
+		case 127:
+			n, h = 0, 10
+			for _, c := range b[2:10] {
+				n = n<<8 | int(c)
+			}
+		}
+		if len(b) < h+n {
+			return out, fmt.Errorf("a truncated frame")
+		}
+		out = append(out, string(b[h:h+n]))
+		b = b[h+n:]
+	}
+	return out, nil
+}
+
+// readRuns follows f with runs until it has n frames, checking that every
+// run is the frames of consecutive entries back to back, that notices come
+// entry by entry, and returns the payloads in order.
+func readRuns(f *follower, n int) ([]string, error) {
+	var got []string
+	var b batch
+	runs := 0
+	for len(got) < n {
+		cursor := f.cursor.Load()
+		if err := f.nextBatch(context.Background(), nil, nil, &b, true, 7, 1<<20); err != nil {
+			return got, fmt.Errorf("after %d frames: %w", len(got), err)
+		}
+		if b.rn.n > 0 {
+			if b.rn.first.seq != cursor || f.cursor.Load() != cursor+b.rn.n {
+				return got, fmt.Errorf("a run of %d from %d, cursor %d → %d", b.rn.n, b.rn.first.seq, cursor, f.cursor.Load())
+			}
+			ps, err := parseFrames(b.rn.frames)
+			if err != nil || uint64(len(ps)) != b.rn.n {
+				return got, fmt.Errorf("a run of %d frames holds %d (%v)", b.rn.n, len(ps), err)
+			}
+			got = append(got, ps...)
+			runs++
+			b.rn = run{}
+			continue
+		}
+		for _, e := range b.entries {
+			got = append(got, string(e.pm.Payload()))
+		}
+		clear(b.entries)
+		b.entries = b.entries[:0]
+	}
+	if runs == 0 {
+		return got, fmt.Errorf("no run at all")
+	}
+	return got, nil
+}
+
+// checkHeld recomputes from the entries the bytes the log holds and compares
+// them with what the hub counts: the frames of their own, whole shared
+// segments, the compressed copies.
+func checkHeld(t *testing.T, h *hub) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.ring.Load()
+	want := h.extra.Load()
+	segs := map[*segment]bool{}
+	for s := h.tail.Load(); s < h.head.Load(); s++ {
+		e := r.slots[s&r.mask].Load()
+		if e.seg != nil && e.seg.shared {
+			if !segs[e.seg] {
+				want += int64(len(e.seg.buf))
+			}
+			segs[e.seg] = true
+		} else {
+			want += e.size
+		}
+	}
+	if h.seg != nil && !segs[h.seg] {
+		want += int64(len(h.seg.buf))
+	}
+	if got := h.held(h.bytes.Load()); got != want {
+		t.Fatalf("the hub counts %d bytes held, the entries hold %d", got, want)
+	}
+}
+
+// TestHubRuns: small frames go into shared segments and followers that take
+// runs get them as one slice per segment, large frames and notices among
+// them included, in the log's order, as followers that read entry by entry
+// do; what the log holds is counted in whole segments, within the bound.
+func TestHubRuns(t *testing.T) {
+	const total = 3000
+	const maxBytes = 16 * minSegment // segments of minSegment bytes
+	h := newHub(100000, maxBytes)
+	if h.segCap != minSegment {
+		t.Fatalf("segments of %d bytes, want %d", h.segCap, minSegment)
+	}
+	runner, plain := newFollower(h), newFollower(h)
+	h.join(runner)
+	h.join(plain)
+	want := make([]string, total)
+	for k := range want {
+		switch {
+		case k%97 == 0:
+			want[k] = strings.Repeat("L", minSegment/4+k%50) // a frame of its own
+		default:
+			want[k] = fmt.Sprintf("frame %d %s", k, strings.Repeat("x", k%200))
+		}
+	}
+	type result struct {
+		got []string
+		err error
+	}
+	res := make(chan result, 2)
+	go func() { got, err := readRuns(runner, total); res <- result{got, err} }()
+	go func() {
+		var got []string
+		var batch []*entry
+		for len(got) < total {
+			var err error
+			batch, err = plain.next(context.Background(), nil, nil, batch[:0], 7, 1<<20)
+			if err != nil {
+				res <- result{got, err}
+				return
+			}
+			for _, e := range batch {
+				got = append(got, string(e.pm.Payload()))
+			}
+		}
+		res <- result{got, nil}
+	}()
+	for k, p := range want {
+		for h.head.Load()-min(runner.cursor.Load(), plain.cursor.Load()) >= 20 {
+			time.Sleep(10 * time.Microsecond) // keep within the byte bound
+		}
+		e := &entry{born: int64(k)}
+		if k%131 == 0 {
+			e.to = 1 // a notice: followers fetch it entry by entry
+		}
+		if err := h.publishFrame(ws.OpText, []byte(p), ws.CompressionOptions{}, e); err != nil {
+			t.Fatal(err)
+		}
+		if _, held := h.retained(); held > maxBytes {
+			t.Fatalf("the log holds %d bytes over the bound of %d", held, maxBytes)
+		}
+		if k%50 == 0 {
+			checkHeld(t, h)
+		}
+	}
+	for range 2 {
+		r := <-res
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		for k := range want {
+			if r.got[k] != want[k] {
+				t.Fatalf("frame %d: %.20q, want %.20q", k, r.got[k], want[k])
+			}
+		}
+	}
+	checkHeld(t, h)
+	// Once everybody has fetched everything, a scan releases the old
+	// segments: the log holds about the newest.
+	for k := range scanEveryMessages {
+		h.publishFrame(ws.OpText, []byte("x"), ws.CompressionOptions{}, &entry{born: int64(k)})
+		runner.cursor.Store(h.head.Load())
+		plain.cursor.Store(h.head.Load())
+	}
+	checkHeld(t, h)
+	if _, held := h.retained(); held > 2*minSegment {
+		t.Fatalf("the log holds %d bytes with nothing to deliver", held)
+	}
+}
+
+// TestHubWakesEverySleeper: with more sleepers than publish wakes itself,
+// the waker wakes every one, each time, and none that went to sleep at the
+// head is woken for nothing (it would spin).
+func TestHubWakesEverySleeper(t *testing.T) {
+	const followers, rounds = 3*inlineWakes + 1, 50
+	h := newHub(1024, 1<<20)
+	fs, errs := followN(h, followers, rounds)
+	for k := range rounds {
+		// All asleep at the head: the publish below must wake them all.
+		waitFor(t, "every follower to sleep", 10*time.Second, func() bool {
+			return h.sleeperCount() == followers && minCursor(fs) == h.head.Load()
+		})
+		h.publish(testEntry(0, k))
+	}
+	for range followers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the waker to end", 10*time.Second, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return !h.waking
+	})
 }
