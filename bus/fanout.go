@@ -118,7 +118,7 @@ func segmentSize(maxBytes int64) int {
 
 // inlineWakes is how many sleepers publish wakes itself; more are woken by
 // a waker goroutine (wakeSleepers).
-const inlineWakes = 4
+const inlineWakes = 16
 
 // The compressed forms of an entry (ws.PreparedMessage.FrameWindow).
 const (
@@ -342,33 +342,40 @@ func (h *hub) publishLocked(e *entry) {
 	h.head.Store(seq + 1)
 	h.trim(seq+1, e.born)
 	cut := h.takeCut()
-	waker := false
+	// The sleepers to wake, taken out of the sleepers under the lock and
+	// woken after it.
+	var wake [inlineWakes]*follower
+	nw, waker := 0, false
 	switch {
 	case len(h.sleepers) == 0 || h.waking:
 	case len(h.sleepers) <= inlineWakes:
 		for i, f := range h.sleepers {
-			f.wakeUp()
+			f.sleepIdx = -1
+			wake[i] = f
 			h.sleepers[i] = nil
 		}
+		nw = len(h.sleepers)
 		h.sleepers = h.sleepers[:0]
 	default:
 		h.waking, waker = true, true
 	}
 	h.mu.Unlock()
+	for _, f := range wake[:nw] {
+		f.signal()
+	}
 	if waker {
 		go h.wakeSleepers()
 	}
 	h.notifyCut(cut)
 }
 
-// wakeUp sends f its wake-up token and takes it out of the sleepers; the
-// caller holds hub.mu.
-func (f *follower) wakeUp() {
+// signal gives f its wake-up token, once taken out of the sleepers (a token
+// that finds it awake makes it fetch once more, at worst in vain).
+func (f *follower) signal() {
 	select {
 	case f.wake <- struct{}{}:
 	default:
 	}
-	f.sleepIdx = -1
 }
 
 // wakeSleepers is the waker: it wakes, outside the lock, every follower
@@ -401,10 +408,7 @@ func (h *hub) wakeSleepers() {
 		}
 		h.mu.Unlock()
 		for _, f := range due {
-			select {
-			case f.wake <- struct{}{}:
-			default:
-			}
+			f.signal()
 		}
 		clear(due)
 		h.mu.Lock()
