@@ -94,7 +94,7 @@ func (g *segment) seal(seq uint64, used int) {
 	g.endSeq.Store(seq)
 }
 
-// sealed reports the segment's end, once sealed (endSeq 0: not yet).
+// end reports the segment's end, once sealed (endSeq 0: not yet).
 func (g *segment) end() (seq uint64, used int) {
 	return g.endSeq.Load(), int(g.endLen.Load())
 }
@@ -245,7 +245,13 @@ func (h *hub) setLimits(maxMsgs int, maxBytes int64) {
 	h.maxMsgs, h.maxBytes = uint64(maxMsgs), maxBytes
 	h.setPace(maxMsgs, maxBytes)
 	if c := segmentSize(maxBytes); c != h.segCap {
-		h.segCap, h.spare = c, nil // the next segment has the new size
+		// The next frame starts a segment of the new size, and the old
+		// one goes with its frames.
+		h.segCap, h.spare = c, nil
+		if h.seg != nil {
+			h.seg.seal(h.head.Load(), h.segUsed)
+			h.seg, h.segUsed = nil, 0
+		}
 	}
 	r := h.ring.Load()
 	if uint64(maxMsgs) < uint64(len(r.slots)) {

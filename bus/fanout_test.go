@@ -468,6 +468,13 @@ func TestHubRuns(t *testing.T) {
 		if err := h.publishFrame(ws.OpText, []byte(p), ws.CompressionOptions{}, e); err != nil {
 			t.Fatal(err)
 		}
+		if k == total/2 {
+			// A reload: segments of the new size from the next frame on.
+			h.setLimits(100000, 2*maxBytes)
+			if h.segCap != 2*minSegment || h.seg != nil {
+				t.Fatalf("after a reload: segments of %d bytes, the old one still filled: %v", h.segCap, h.seg != nil)
+			}
+		}
 		if _, held := h.retained(); held > maxBytes {
 			t.Fatalf("the log holds %d bytes over the bound of %d", held, maxBytes)
 		}

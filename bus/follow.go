@@ -276,8 +276,12 @@ func (fl *Follower) Close() {
 
 // Frame is one message of the bus's log, as every client receives it.
 type Frame struct {
-	Op      ws.Opcode // ws.OpText or ws.OpBinary
-	Payload []byte    // the bytes relayed, unchanged; shared by every reader: never modify
+	Op ws.Opcode // ws.OpText or ws.OpBinary
+	// Payload is the bytes relayed, unchanged; shared by every reader: never
+	// modify. It lies in a buffer of the log shared with the frames around
+	// it, which stays in memory as long as the payload does: a reader that
+	// keeps payloads for long should copy them.
+	Payload []byte
 	// Origin is "" for frames this server accepted from its own clients or
 	// Emit; otherwise the origin passed to Publish (e.g. another cluster
 	// node's name).
