@@ -378,6 +378,10 @@ func (h *hub) publishLocked(e *entry) {
 // signal gives f its wake-up token, once taken out of the sleepers (a token
 // that finds it awake makes it fetch once more, at worst in vain).
 func (f *follower) signal() {
+	if f.onWake != nil {
+		f.onWake()
+		return
+	}
 	select {
 	case f.wake <- struct{}{}:
 	default:

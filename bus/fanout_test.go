@@ -532,3 +532,50 @@ func TestHubWakesEverySleeper(t *testing.T) {
 		return !h.waking
 	})
 }
+
+// TestHubOnWake: a follower with onWake and no goroutine waiting is told
+// of the next publish through onWake, with the inline wake-ups and with the
+// waker's, once per sleep, and takes the frames without waiting.
+func TestHubOnWake(t *testing.T) {
+	for _, n := range []int{1, 2 * inlineWakes} {
+		h := newHub(1024, 1<<20)
+		woken := make(chan *follower, n)
+		fs := make([]*follower, n)
+		for i := range fs {
+			f := newFollower(h)
+			f.onWake = func() { woken <- f }
+			h.join(f)
+			if !h.sleep(f, f.cursor.Load()) {
+				t.Fatal("sleep with nothing published")
+			}
+			fs[i] = f
+		}
+		h.publish(testEntry(0, 0))
+		seen := map[*follower]bool{}
+		for range n {
+			seen[<-woken] = true
+		}
+		if len(seen) != n {
+			t.Fatalf("%d sleepers: %d woken", n, len(seen))
+		}
+		for _, f := range fs {
+			var b batch
+			if ok, err := f.take(&b, true, 10, 1<<20); !ok || err != nil || len(b.entries) != 1 {
+				t.Fatalf("take after the wake-up: %v %v %d", ok, err, len(b.entries))
+			}
+		}
+		// Woken once: nobody sleeps now, so the next publish tells no one.
+		h.publish(testEntry(0, 1))
+		if n := h.sleeperCount(); n != 0 {
+			t.Fatalf("%d sleepers after the wake-up", n)
+		}
+		waitFor(t, "the waker to end", 10*time.Second, func() bool {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			return !h.waking
+		})
+		if len(woken) != 0 {
+			t.Fatalf("%d wake-ups more than the sleepers", len(woken))
+		}
+	}
+}

@@ -47,8 +47,12 @@ type follower struct {
 	// Own bounds, tighter than the hub's; 0: only the hub's apply.
 	maxMsgs  uint64
 	maxBytes int64
-	// wake receives a token when the follower sleeps and a message arrives.
+	// wake receives a token when the follower sleeps and a message arrives,
+	// unless onWake is set: then onWake is called instead (outside the
+	// hub's lock, on the publisher's or the waker's goroutine; it must not
+	// block), for a reader with no goroutine waiting on wake.
 	wake     chan struct{}
+	onWake   func()
 	idx      int    // position in hub.followers (under hub.mu)
 	sleepIdx int    // position in hub.sleepers, -1 when not there (under hub.mu)
 	sleepAt  uint64 // the cursor it sleeps at (under hub.mu)
