@@ -36,7 +36,8 @@ import (
 // writers of deflate clients make of them (counted as they are made). So
 // memory is bounded by the bounds whatever the clients do. A shared segment
 // is held whole while any of its frames is in the log, so the byte bound
-// counts whole segments: their capacity instead of the frames in them.
+// counts whole allocations of segments (arena): their size instead of the
+// frames in them.
 //
 // The publisher never waits for anyone and does O(1) work per message
 // however many followers sleep: it wakes up to inlineWakes sleepers itself
@@ -76,15 +77,28 @@ type entry struct {
 
 // segment holds the plain frames of consecutive entries back to back: the
 // entries from the first to end in it, at increasing offsets, with no gap.
-// A shared one is filled under hub.mu up to its capacity, or until a large
-// frame comes, and then sealed: endSeq and endLen are set before any entry
-// of a later segment is published, so a follower that saw such an entry
-// sees them. The bytes of a published frame never change.
+// A shared one is filled under hub.mu up to its capacity, or until a frame
+// of a buffer of its own comes, and then sealed: endSeq and endLen are set
+// before any entry of a later segment is published, so a follower that saw
+// such an entry sees them. The bytes of a published frame never change.
+// When a segment is sealed early, the rest of its buffer becomes the next
+// segment (the two share one allocation), so frames of their own among
+// small ones do not cost a new buffer each.
 type segment struct {
-	buf    []byte // len == cap
+	buf    []byte // the segment's part of its allocation: from its start to the end
 	shared bool   // false: one large frame of its own
 	endSeq atomic.Uint64
 	endLen atomic.Int64
+	arena  *arena // the allocation of a shared one
+}
+
+// arena is one allocation of shared segments, counted whole by the byte
+// bound from the moment frames go into it until it is retired (frames go
+// into another) and none of its frames is left in the log. Under hub.mu.
+type arena struct {
+	size    int
+	frames  int // its frames in the log
+	retired bool
 }
 
 // seal records that the segment ends before sequence number seq, with used
@@ -248,10 +262,7 @@ func (h *hub) setLimits(maxMsgs int, maxBytes int64) {
 		// The next frame starts a segment of the new size, and the old
 		// one goes with its frames.
 		h.segCap, h.spare = c, nil
-		if h.seg != nil {
-			h.seg.seal(h.head.Load(), h.segUsed)
-			h.seg, h.segUsed = nil, 0
-		}
+		h.retire()
 	}
 	r := h.ring.Load()
 	if uint64(maxMsgs) < uint64(len(r.slots)) {
@@ -289,16 +300,14 @@ func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOption
 			break
 		}
 		if h.spare != nil {
-			if h.seg != nil {
-				h.seg.seal(h.head.Load(), h.segUsed)
-			}
+			h.retire()
 			h.seg, h.segUsed, h.spare = h.spare, 0, nil
-			h.segHeld += int64(len(h.seg.buf))
+			h.segHeld += int64(h.seg.arena.size)
 			break
 		}
 		// A new segment is due: allocate it outside the lock.
 		h.mu.Unlock()
-		g := &segment{buf: make([]byte, c), shared: true}
+		g := &segment{buf: make([]byte, c), shared: true, arena: &arena{size: c}}
 		h.mu.Lock()
 		if h.spare == nil && h.segCap == c {
 			h.spare = g
@@ -313,6 +322,7 @@ func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOption
 	e.pm, e.size, e.seg, e.off = pm, int64(n), g, h.segUsed
 	h.segUsed += n
 	h.segFrames += int64(n)
+	g.arena.frames++
 	h.publishLocked(e)
 	return nil
 }
@@ -320,16 +330,34 @@ func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOption
 // publish appends e, whose frame is not in a shared segment, to the log.
 func (h *hub) publish(e *entry) {
 	h.mu.Lock()
-	if h.seg != nil {
-		// The shared segment ends here: the log's order must stay the
-		// order of the bytes in it.
-		h.seg.seal(h.head.Load(), h.segUsed)
-		h.seg, h.segUsed = nil, 0
+	if g := h.seg; g != nil && h.segUsed > 0 {
+		// The shared segment ends here (the log's order must stay the
+		// order of the bytes in it); the frames after e go on in the rest
+		// of its allocation, as a segment of their own.
+		g.seal(h.head.Load(), h.segUsed)
+		h.seg, h.segUsed = &segment{buf: g.buf[h.segUsed:], shared: true, arena: g.arena}, 0
 	}
 	if e.seg != nil {
 		e.seg.seal(h.head.Load()+1, len(e.seg.buf))
 	}
 	h.publishLocked(e)
+}
+
+// retire seals the shared segment frames go into, and its allocation: no
+// frame goes into either any more. The caller holds mu.
+func (h *hub) retire() {
+	g := h.seg
+	if g == nil {
+		return
+	}
+	if h.segUsed > 0 {
+		g.seal(h.head.Load(), h.segUsed)
+	}
+	g.arena.retired = true
+	if g.arena.frames == 0 {
+		h.segHeld -= int64(g.arena.size)
+	}
+	h.seg, h.segUsed = nil, 0
 }
 
 // publishLocked appends e to the log, wakes the sleeping followers (or has
@@ -487,8 +515,10 @@ func (h *hub) trim(head uint64, now int64) {
 		h.tailBytesA.Store(e.end)
 		if g := e.seg; g != nil && g.shared {
 			h.segFrames -= e.size
-			if end, _ := g.end(); end == e.seq+1 { // its last frame: the segment goes
-				h.segHeld -= int64(len(g.buf))
+			a := g.arena
+			a.frames--
+			if a.frames == 0 && a.retired { // its last frame: the allocation goes
+				h.segHeld -= int64(a.size)
 			}
 		}
 		if c := e.extra.Swap(-1); c > 0 {

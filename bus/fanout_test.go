@@ -392,20 +392,23 @@ func checkHeld(t *testing.T, h *hub) {
 	defer h.mu.Unlock()
 	r := h.ring.Load()
 	want := h.extra.Load()
-	segs := map[*segment]bool{}
+	arenas := map[*arena]bool{}
 	for s := h.tail.Load(); s < h.head.Load(); s++ {
 		e := r.slots[s&r.mask].Load()
 		if e.seg != nil && e.seg.shared {
-			if !segs[e.seg] {
-				want += int64(len(e.seg.buf))
+			if a := e.seg.arena; !arenas[a] {
+				if cap(e.seg.buf) > a.size {
+					t.Fatalf("a segment of %d bytes in an allocation of %d", cap(e.seg.buf), a.size)
+				}
+				want += int64(a.size)
+				arenas[a] = true
 			}
-			segs[e.seg] = true
 		} else {
 			want += e.size
 		}
 	}
-	if h.seg != nil && !segs[h.seg] {
-		want += int64(len(h.seg.buf))
+	if h.seg != nil && !arenas[h.seg.arena] {
+		want += int64(h.seg.arena.size) // frames go into it next
 	}
 	if got := h.held(h.bytes.Load()); got != want {
 		t.Fatalf("the hub counts %d bytes held, the entries hold %d", got, want)
@@ -576,6 +579,42 @@ func TestHubOnWake(t *testing.T) {
 		})
 		if len(woken) != 0 {
 			t.Fatalf("%d wake-ups more than the sleepers", len(woken))
+		}
+	}
+}
+
+// TestHubFramesOfTheirOwnAmongSmallOnes: large frames between small ones
+// do not cost the small ones a new allocation each; the byte bound counts
+// the small ones' allocation once.
+func TestHubFramesOfTheirOwnAmongSmallOnes(t *testing.T) {
+	h := newHub(100000, 1<<30) // segments of maxSegment bytes
+	hold := newFollower(h)     // reads nothing: the log keeps everything
+	h.join(hold)
+	reader := newFollower(h)
+	h.join(reader)
+	large := strings.Repeat("L", maxSegment/4+1)
+	var frames int64
+	const pairs = 100
+	for k := range pairs {
+		for _, p := range []string{fmt.Sprintf("small %d", k), large} {
+			if err := h.publishFrame(ws.OpText, []byte(p), ws.CompressionOptions{}, &entry{born: int64(k)}); err != nil {
+				t.Fatal(err)
+			}
+			frames += int64(ws.PreparedFrameSize(len(p)))
+		}
+	}
+	checkHeld(t, h)
+	if _, held := h.retained(); held > frames+maxSegment {
+		t.Fatalf("the log counts %d bytes for %d bytes of frames", held, frames)
+	}
+	// Every frame comes out in order, small ones as runs.
+	got, err := readRuns(reader, 2*pairs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range pairs {
+		if got[2*k] != fmt.Sprintf("small %d", k) || got[2*k+1] != large {
+			t.Fatalf("frame %d or %d out of place", 2*k, 2*k+1)
 		}
 	}
 }
