@@ -19,6 +19,14 @@ import (
 // time as there are (up to a batch limit); a session writes them in one
 // system call.
 //
+// The plain frames of small messages are encoded back to back into shared
+// segments (segment), in the log's order, so that everything a follower has
+// not fetched yet in one segment is one slice: a client that takes every
+// frame as it is (no receive rule, no deflate) gets it with one write of
+// that slice (fetchRun), with no work per frame. A large frame, or every
+// frame when the byte bound is too small for segments, has a buffer of its
+// own, as a segment of one frame.
+//
 // The log keeps the frames in [tail, head). The publisher releases old
 // entries as soon as every follower has fetched them, and never keeps more
 // than the queue bounds (MaxQueueMessages, MaxQueueBytes): a follower whose
@@ -26,10 +34,17 @@ import (
 // its next entry gone and is closed as a slow consumer. The byte bound counts
 // what the log really holds: the plain frames, plus the compressed copies the
 // writers of deflate clients make of them (counted as they are made). So
-// memory is bounded by the bounds whatever the clients do, and the publisher
-// never waits for anyone: per message it does O(1) work plus one wake-up per
-// sleeping follower, and once in a while a scan of the followers' cursors to
-// release what everybody has fetched.
+// memory is bounded by the bounds whatever the clients do. A shared segment
+// is held whole while any of its frames is in the log, so the byte bound
+// counts whole allocations of segments (arena): their size instead of the
+// frames in them.
+//
+// The publisher never waits for anyone and does O(1) work per message
+// however many followers sleep: it wakes up to inlineWakes sleepers itself
+// and hands more to a waker goroutine (wakeSleepers), which wakes every
+// follower that sleeps at a cursor the log has passed, outside the lock,
+// while the publisher goes on; once in a while it scans the followers'
+// cursors to release what everybody has fetched.
 //
 // When the bounds force the release of an entry that some followers still
 // need, those followers are cut at once (cutBehind): taken out of the log and
@@ -44,6 +59,8 @@ type entry struct {
 	size   int64 // bytes of the plain frame
 	born   int64 // publish time, nanoseconds since the hub's epoch
 	pm     *ws.PreparedMessage
+	seg    *segment // holds the plain frame at off; nil for frames outside the log (tests)
+	off    int
 	mtype  string // the message type, set only when receive permissions need it
 	origin string // Frame.Origin: "" unless published by Publish
 
@@ -57,6 +74,65 @@ type entry struct {
 	// handlers skip such entries.
 	to uint64
 }
+
+// segment holds the plain frames of consecutive entries back to back: the
+// entries from the first to end in it, at increasing offsets, with no gap.
+// A shared one is filled under hub.mu up to its capacity, or until a frame
+// of a buffer of its own comes, and then sealed: endSeq and endLen are set
+// before any entry of a later segment is published, so a follower that saw
+// such an entry sees them. The bytes of a published frame never change.
+// When a segment is sealed early, the rest of its buffer becomes the next
+// segment (the two share one allocation), so frames of their own among
+// small ones do not cost a new buffer each.
+type segment struct {
+	buf    []byte // the segment's part of its allocation: from its start to the end
+	shared bool   // false: one large frame of its own
+	endSeq atomic.Uint64
+	endLen atomic.Int64
+	arena  *arena // the allocation of a shared one
+}
+
+// arena is one allocation of shared segments, counted whole by the byte
+// bound from the moment frames go into it until it is retired (frames go
+// into another) and none of its frames is left in the log. Under hub.mu.
+type arena struct {
+	size    int
+	frames  int // its frames in the log
+	retired bool
+}
+
+// seal records that the segment ends before sequence number seq, with used
+// bytes in it. The caller holds hub.mu.
+func (g *segment) seal(seq uint64, used int) {
+	g.endLen.Store(int64(used))
+	g.endSeq.Store(seq)
+}
+
+// end reports the segment's end, once sealed (endSeq 0: not yet).
+func (g *segment) end() (seq uint64, used int) {
+	return g.endSeq.Load(), int(g.endLen.Load())
+}
+
+// Shared segment sizing: a sixteenth of the byte bound, at most maxSegment
+// (so the whole segments the byte bound counts cost little of it); no
+// segments below minSegment (every frame has its own buffer). A frame
+// larger than a quarter of a segment has its own.
+const (
+	maxSegment = 256 << 10
+	minSegment = 4 << 10
+)
+
+func segmentSize(maxBytes int64) int {
+	n := min(maxBytes/16, maxSegment)
+	if n < minSegment {
+		return 0
+	}
+	return int(n)
+}
+
+// inlineWakes is how many sleepers publish wakes itself; more are woken by
+// a waker goroutine (wakeSleepers).
+const inlineWakes = 16
 
 // The compressed forms of an entry (ws.PreparedMessage.FrameWindow).
 const (
@@ -119,6 +195,25 @@ type hub struct {
 	cutAt     int64  // hub time of the last cutBehind
 	cutNow    []*follower
 
+	// Shared segments (under mu): the size of a new one, the one frames go
+	// into and its used bytes, a spare one allocated outside the lock, and
+	// for the byte bound the capacity of the shared segments the log holds
+	// and the plain bytes of the log's frames in them.
+	segCap    int
+	seg       *segment
+	segUsed   int
+	spare     *segment
+	segHeld   int64
+	segFrames int64
+
+	// lastNotice is the sequence number after the newest entry for one
+	// session only (entry.to): runs start after it (fetchRun).
+	lastNotice atomic.Uint64
+
+	// The waker (under mu): running, and its spare list.
+	waking  bool
+	wakeBuf []*follower
+
 	// extra is the bytes of the compressed copies held by entries in the
 	// log (see countCompressed).
 	extra atomic.Int64
@@ -132,7 +227,7 @@ type hub struct {
 }
 
 func newHub(maxMsgs int, maxBytes int64) *hub {
-	h := &hub{epoch: time.Now(), maxMsgs: uint64(maxMsgs), maxBytes: maxBytes}
+	h := &hub{epoch: time.Now(), maxMsgs: uint64(maxMsgs), maxBytes: maxBytes, segCap: segmentSize(maxBytes)}
 	h.ring.Store(newRing(maxMsgs + 1))
 	h.setPace(maxMsgs, maxBytes)
 	return h
@@ -163,6 +258,12 @@ func (h *hub) setLimits(maxMsgs int, maxBytes int64) {
 	defer h.mu.Unlock()
 	h.maxMsgs, h.maxBytes = uint64(maxMsgs), maxBytes
 	h.setPace(maxMsgs, maxBytes)
+	if c := segmentSize(maxBytes); c != h.segCap {
+		// The next frame starts a segment of the new size, and the old
+		// one goes with its frames.
+		h.segCap, h.spare = c, nil
+		h.retire()
+	}
 	r := h.ring.Load()
 	if uint64(maxMsgs) < uint64(len(r.slots)) {
 		h.trim(h.head.Load(), h.now())
@@ -175,30 +276,192 @@ func (h *hub) setLimits(maxMsgs int, maxBytes int64) {
 	h.ring.Store(nr)
 }
 
-// publish appends e to the log and wakes the sleeping followers.
+// publishFrame encodes a data frame of type op (copying payload) and
+// appends it to the log as e, which holds everything else of the entry
+// (born, mtype, origin, to). A small frame is encoded into the shared
+// segment, under the lock; a large one beforehand into a buffer of its own.
+func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOptions, e *entry) error {
+	n := ws.PreparedFrameSize(len(payload))
+	h.mu.Lock()
+	for {
+		c := h.segCap
+		if !op.IsData() || c == 0 || n > c/4 {
+			h.mu.Unlock()
+			pm, err := ws.NewPreparedMessage(op, payload, co)
+			if err != nil {
+				return err
+			}
+			e.pm, e.size = pm, int64(n)
+			e.seg = &segment{buf: pm.Frame(false)}
+			h.publish(e)
+			return nil
+		}
+		if h.seg != nil && h.segUsed+n <= len(h.seg.buf) {
+			break
+		}
+		if h.spare != nil {
+			h.retire()
+			h.seg, h.segUsed, h.spare = h.spare, 0, nil
+			h.segHeld += int64(h.seg.arena.size)
+			break
+		}
+		// A new segment is due: allocate it outside the lock.
+		h.mu.Unlock()
+		g := &segment{buf: make([]byte, c), shared: true, arena: &arena{size: c}}
+		h.mu.Lock()
+		if h.spare == nil && h.segCap == c {
+			h.spare = g
+		}
+	}
+	g := h.seg
+	_, pm, err := ws.AppendPreparedMessage(g.buf[:h.segUsed], op, payload, co)
+	if err != nil {
+		h.mu.Unlock()
+		return err
+	}
+	e.pm, e.size, e.seg, e.off = pm, int64(n), g, h.segUsed
+	h.segUsed += n
+	h.segFrames += int64(n)
+	g.arena.frames++
+	h.publishLocked(e)
+	return nil
+}
+
+// publish appends e, whose frame is not in a shared segment, to the log.
 func (h *hub) publish(e *entry) {
 	h.mu.Lock()
+	if g := h.seg; g != nil && h.segUsed > 0 {
+		// The shared segment ends here (the log's order must stay the
+		// order of the bytes in it); the frames after e go on in the rest
+		// of its allocation, as a segment of their own.
+		g.seal(h.head.Load(), h.segUsed)
+		h.seg, h.segUsed = &segment{buf: g.buf[h.segUsed:], shared: true, arena: g.arena}, 0
+	}
+	if e.seg != nil {
+		e.seg.seal(h.head.Load()+1, len(e.seg.buf))
+	}
+	h.publishLocked(e)
+}
+
+// retire seals the shared segment frames go into, and its allocation: no
+// frame goes into either any more. The caller holds mu.
+func (h *hub) retire() {
+	g := h.seg
+	if g == nil {
+		return
+	}
+	if h.segUsed > 0 {
+		g.seal(h.head.Load(), h.segUsed)
+	}
+	g.arena.retired = true
+	if g.arena.frames == 0 {
+		h.segHeld -= int64(g.arena.size)
+	}
+	h.seg, h.segUsed = nil, 0
+}
+
+// publishLocked appends e to the log, wakes the sleeping followers (or has
+// them woken) and unlocks mu.
+func (h *hub) publishLocked(e *entry) {
 	seq := h.head.Load()
 	e.seq = seq
 	total := h.bytes.Load() + e.size
 	e.end = total
 	h.bytes.Store(total)
+	if e.to != 0 {
+		h.lastNotice.Store(seq + 1)
+	}
 	r := h.ring.Load()
 	r.slots[seq&r.mask].Store(e)
 	h.head.Store(seq + 1)
 	h.trim(seq+1, e.born)
 	cut := h.takeCut()
-	for i, f := range h.sleepers {
-		select {
-		case f.wake <- struct{}{}:
-		default:
+	// The sleepers to wake, taken out of the sleepers under the lock and
+	// woken after it.
+	var wake [inlineWakes]*follower
+	nw, waker := 0, false
+	switch {
+	case len(h.sleepers) == 0 || h.waking:
+	case len(h.sleepers) <= inlineWakes:
+		for i, f := range h.sleepers {
+			f.sleepIdx = -1
+			wake[i] = f
+			h.sleepers[i] = nil
 		}
-		f.sleepIdx = -1
-		h.sleepers[i] = nil
+		nw = len(h.sleepers)
+		h.sleepers = h.sleepers[:0]
+	default:
+		h.waking, waker = true, true
 	}
-	h.sleepers = h.sleepers[:0]
 	h.mu.Unlock()
+	for _, f := range wake[:nw] {
+		f.signal()
+	}
+	if waker {
+		go h.wakeSleepers()
+	}
 	h.notifyCut(cut)
+}
+
+// signal gives f its wake-up token, once taken out of the sleepers (a token
+// that finds it awake makes it fetch once more, at worst in vain).
+func (f *follower) signal() {
+	if f.onWake != nil {
+		f.onWake()
+		return
+	}
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// wakeSleepers is the waker: it wakes, outside the lock, every follower
+// that sleeps at a cursor the log has passed, as long as there are such,
+// then ends. Followers that went to sleep at the head stay asleep: the next
+// publish wakes them (or a waker, when it comes while one runs).
+func (h *hub) wakeSleepers() {
+	for {
+		h.mu.Lock()
+		head := h.head.Load()
+		due := h.wakeBuf[:0]
+		h.wakeBuf = nil
+		keep := h.sleepers[:0]
+		for _, f := range h.sleepers {
+			if f.sleepAt < head {
+				f.sleepIdx = -1
+				due = append(due, f)
+			} else {
+				f.sleepIdx = len(keep)
+				keep = append(keep, f)
+			}
+		}
+		clear(h.sleepers[len(keep):])
+		h.sleepers = keep
+		if len(due) == 0 {
+			h.waking = false
+			h.wakeBuf = due
+			h.mu.Unlock()
+			return
+		}
+		h.mu.Unlock()
+		for _, f := range due {
+			f.signal()
+		}
+		clear(due)
+		h.mu.Lock()
+		if h.wakeBuf == nil {
+			h.wakeBuf = due
+		}
+		h.mu.Unlock()
+	}
+}
+
+// held returns the bytes the log holds, total being the cumulative bytes
+// published: its frames, with whole shared segments in place of the frames
+// in them, plus the compressed copies. The caller holds mu.
+func (h *hub) held(total int64) int64 {
+	return total - h.tailBytes - h.segFrames + h.segHeld + h.extra.Load()
 }
 
 // takeCut returns the followers cutBehind cut; the caller holds mu.
@@ -239,7 +502,7 @@ func (h *hub) trim(head uint64, now int64) {
 	start := tail
 	forced := false
 	for tail+1 < head {
-		over := head-tail > h.maxMsgs || total-h.tailBytes+h.extra.Load() > h.maxBytes
+		over := head-tail > h.maxMsgs || h.held(total) > h.maxBytes
 		if tail >= h.minCursor {
 			if !over {
 				break
@@ -250,6 +513,14 @@ func (h *hub) trim(head uint64, now int64) {
 		e := slot.Load()
 		h.tailBytes = e.end
 		h.tailBytesA.Store(e.end)
+		if g := e.seg; g != nil && g.shared {
+			h.segFrames -= e.size
+			a := g.arena
+			a.frames--
+			if a.frames == 0 && a.retired { // its last frame: the allocation goes
+				h.segHeld -= int64(a.size)
+			}
+		}
 		if c := e.extra.Swap(-1); c > 0 {
 			h.extra.Add(-c)
 		}
@@ -382,6 +653,51 @@ func (h *hub) fetch(cursor uint64, dst []*entry, maxN int, maxBytes int64) (_ []
 	return dst, false
 }
 
+// A run is a stretch of the log whose plain frames lie back to back in one
+// segment: n frames from first on, frames being their bytes.
+type run struct {
+	first  *entry
+	frames []byte
+	n      uint64
+}
+
+// fetchRun returns the run from cursor on: everything up to the head of the
+// log or the end of cursor's segment, in O(1) whatever its length. lagged
+// is as in fetch. A zero run with first set means the entry at cursor has
+// no segment, or some entry from cursor on is a notice for one session:
+// fetch them one by one. A zero run without first: nothing to fetch.
+func (h *hub) fetchRun(cursor uint64) (rn run, lagged bool) {
+	for {
+		head := h.head.Load()
+		if cursor >= head {
+			return run{}, false
+		}
+		r := h.ring.Load()
+		first := r.slots[cursor&r.mask].Load()
+		if first == nil || first.seq != cursor {
+			if r2 := h.ring.Load(); r2 != r { // the ring grew: read the new one
+				continue
+			}
+			return run{}, true
+		}
+		g := first.seg
+		if g == nil || h.lastNotice.Load() > cursor {
+			return run{first: first}, false
+		}
+		last := first
+		if head-1 != cursor {
+			if last = r.slots[(head-1)&r.mask].Load(); last == nil || last.seq != head-1 {
+				continue // the log moved on (or the ring grew) meanwhile
+			}
+		}
+		endSeq, end := head, last.off+int(last.size)
+		if last.seg != g {
+			endSeq, end = g.end() // sealed before last was published
+		}
+		return run{first: first, frames: g.buf[first.off:end], n: endSeq - cursor}, false
+	}
+}
+
 // sleep registers f to be woken by the next publish, unless a message
 // arrived after cursor already. It reports whether f must wait for the token.
 // A follower is registered once however often it sleeps (a Follower whose
@@ -392,6 +708,7 @@ func (h *hub) sleep(f *follower, cursor uint64) bool {
 	if h.head.Load() != cursor {
 		return false
 	}
+	f.sleepAt = cursor
 	if f.sleepIdx < 0 {
 		f.sleepIdx = len(h.sleepers)
 		h.sleepers = append(h.sleepers, f)
@@ -400,11 +717,11 @@ func (h *hub) sleep(f *follower, cursor uint64) bool {
 }
 
 // retained returns how many messages the log keeps and the bytes they hold:
-// plain frames plus compressed copies.
+// plain frames (whole shared segments) plus compressed copies.
 func (h *hub) retained() (msgs uint64, size int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.head.Load() - h.tail.Load(), h.bytes.Load() - h.tailBytes + h.extra.Load()
+	return h.head.Load() - h.tail.Load(), h.held(h.bytes.Load())
 }
 
 // Pacing. The publisher never waits, but a sender's reader may. A client

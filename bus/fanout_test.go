@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ovbus/ovbus/ws"
 )
 
 // The hub's own tests, run under -race: the log and its followers without
@@ -314,4 +317,304 @@ func TestHubIdleChurnLeavesNoSleepers(t *testing.T) {
 		t.Fatalf("%d sleepers after every follower left", n)
 	}
 	h.publish(testEntry(0, 0)) // wakes nobody, and does not trip on a stale entry
+}
+
+// parseFrames splits b, unmasked server frames of data messages back to
+// back, into their payloads.
+func parseFrames(b []byte) ([]string, error) {
+	var out []string
+	for len(b) > 0 {
+		if len(b) < 2 {
+			return out, fmt.Errorf("a truncated header")
+		}
+		n, h := int(b[1]&0x7f), 2
+		switch n {
+		case 126:
+			n, h = int(b[2])<<8|int(b[3]), 4
+		case 127:
+			n, h = 0, 10
+			for _, c := range b[2:10] {
+				n = n<<8 | int(c)
+			}
+		}
+		if len(b) < h+n {
+			return out, fmt.Errorf("a truncated frame")
+		}
+		out = append(out, string(b[h:h+n]))
+		b = b[h+n:]
+	}
+	return out, nil
+}
+
+// readRuns follows f with runs until it has n frames, checking that every
+// run is the frames of consecutive entries back to back, that notices come
+// entry by entry, and returns the payloads in order.
+func readRuns(f *follower, n int) ([]string, error) {
+	var got []string
+	var b batch
+	runs := 0
+	for len(got) < n {
+		cursor := f.cursor.Load()
+		if err := f.nextBatch(context.Background(), nil, nil, &b, true, 7, 1<<20); err != nil {
+			return got, fmt.Errorf("after %d frames: %w", len(got), err)
+		}
+		if b.rn.n > 0 {
+			if b.rn.first.seq != cursor || f.cursor.Load() != cursor+b.rn.n {
+				return got, fmt.Errorf("a run of %d from %d, cursor %d → %d", b.rn.n, b.rn.first.seq, cursor, f.cursor.Load())
+			}
+			ps, err := parseFrames(b.rn.frames)
+			if err != nil || uint64(len(ps)) != b.rn.n {
+				return got, fmt.Errorf("a run of %d frames holds %d (%v)", b.rn.n, len(ps), err)
+			}
+			got = append(got, ps...)
+			runs++
+			b.rn = run{}
+			continue
+		}
+		for _, e := range b.entries {
+			got = append(got, string(e.pm.Payload()))
+		}
+		clear(b.entries)
+		b.entries = b.entries[:0]
+	}
+	if runs == 0 {
+		return got, fmt.Errorf("no run at all")
+	}
+	return got, nil
+}
+
+// checkHeld recomputes from the entries the bytes the log holds and compares
+// them with what the hub counts: the frames of their own, whole shared
+// segments, the compressed copies.
+func checkHeld(t *testing.T, h *hub) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.ring.Load()
+	want := h.extra.Load()
+	arenas := map[*arena]bool{}
+	for s := h.tail.Load(); s < h.head.Load(); s++ {
+		e := r.slots[s&r.mask].Load()
+		if e.seg != nil && e.seg.shared {
+			if a := e.seg.arena; !arenas[a] {
+				if cap(e.seg.buf) > a.size {
+					t.Fatalf("a segment of %d bytes in an allocation of %d", cap(e.seg.buf), a.size)
+				}
+				want += int64(a.size)
+				arenas[a] = true
+			}
+		} else {
+			want += e.size
+		}
+	}
+	if h.seg != nil && !arenas[h.seg.arena] {
+		want += int64(h.seg.arena.size) // frames go into it next
+	}
+	if got := h.held(h.bytes.Load()); got != want {
+		t.Fatalf("the hub counts %d bytes held, the entries hold %d", got, want)
+	}
+}
+
+// TestHubRuns: small frames go into shared segments and followers that take
+// runs get them as one slice per segment, large frames and notices among
+// them included, in the log's order, as followers that read entry by entry
+// do; what the log holds is counted in whole segments, within the bound.
+func TestHubRuns(t *testing.T) {
+	const total = 3000
+	const maxBytes = 16 * minSegment // segments of minSegment bytes
+	h := newHub(100000, maxBytes)
+	if h.segCap != minSegment {
+		t.Fatalf("segments of %d bytes, want %d", h.segCap, minSegment)
+	}
+	runner, plain := newFollower(h), newFollower(h)
+	h.join(runner)
+	h.join(plain)
+	want := make([]string, total)
+	for k := range want {
+		switch {
+		case k%97 == 0:
+			want[k] = strings.Repeat("L", minSegment/4+k%50) // a frame of its own
+		default:
+			want[k] = fmt.Sprintf("frame %d %s", k, strings.Repeat("x", k%200))
+		}
+	}
+	type result struct {
+		got []string
+		err error
+	}
+	res := make(chan result, 2)
+	go func() { got, err := readRuns(runner, total); res <- result{got, err} }()
+	go func() {
+		var got []string
+		var batch []*entry
+		for len(got) < total {
+			var err error
+			batch, err = plain.next(context.Background(), nil, nil, batch[:0], 7, 1<<20)
+			if err != nil {
+				res <- result{got, err}
+				return
+			}
+			for _, e := range batch {
+				got = append(got, string(e.pm.Payload()))
+			}
+		}
+		res <- result{got, nil}
+	}()
+	for k, p := range want {
+		for h.head.Load()-min(runner.cursor.Load(), plain.cursor.Load()) >= 20 {
+			time.Sleep(10 * time.Microsecond) // keep within the byte bound
+		}
+		e := &entry{born: int64(k)}
+		if k%131 == 0 {
+			e.to = 1 // a notice: followers fetch it entry by entry
+		}
+		if err := h.publishFrame(ws.OpText, []byte(p), ws.CompressionOptions{}, e); err != nil {
+			t.Fatal(err)
+		}
+		if k == total/2 {
+			// A reload: segments of the new size from the next frame on.
+			h.setLimits(100000, 2*maxBytes)
+			if h.segCap != 2*minSegment || h.seg != nil {
+				t.Fatalf("after a reload: segments of %d bytes, the old one still filled: %v", h.segCap, h.seg != nil)
+			}
+		}
+		if _, held := h.retained(); held > maxBytes {
+			t.Fatalf("the log holds %d bytes over the bound of %d", held, maxBytes)
+		}
+		if k%50 == 0 {
+			checkHeld(t, h)
+		}
+	}
+	for range 2 {
+		r := <-res
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		for k := range want {
+			if r.got[k] != want[k] {
+				t.Fatalf("frame %d: %.20q, want %.20q", k, r.got[k], want[k])
+			}
+		}
+	}
+	checkHeld(t, h)
+	// Once everybody has fetched everything, a scan releases the old
+	// segments: the log holds about the newest.
+	for k := range scanEveryMessages {
+		h.publishFrame(ws.OpText, []byte("x"), ws.CompressionOptions{}, &entry{born: int64(k)})
+		runner.cursor.Store(h.head.Load())
+		plain.cursor.Store(h.head.Load())
+	}
+	checkHeld(t, h)
+	if _, held := h.retained(); held > 2*minSegment {
+		t.Fatalf("the log holds %d bytes with nothing to deliver", held)
+	}
+}
+
+// TestHubWakesEverySleeper: with more sleepers than publish wakes itself,
+// the waker wakes every one, each time, and none that went to sleep at the
+// head is woken for nothing (it would spin).
+func TestHubWakesEverySleeper(t *testing.T) {
+	const followers, rounds = 3*inlineWakes + 1, 50
+	h := newHub(1024, 1<<20)
+	fs, errs := followN(h, followers, rounds)
+	for k := range rounds {
+		// All asleep at the head: the publish below must wake them all.
+		waitFor(t, "every follower to sleep", 10*time.Second, func() bool {
+			return h.sleeperCount() == followers && minCursor(fs) == h.head.Load()
+		})
+		h.publish(testEntry(0, k))
+	}
+	for range followers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the waker to end", 10*time.Second, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return !h.waking
+	})
+}
+
+// TestHubOnWake: a follower with onWake and no goroutine waiting is told
+// of the next publish through onWake, with the inline wake-ups and with the
+// waker's, once per sleep, and takes the frames without waiting.
+func TestHubOnWake(t *testing.T) {
+	for _, n := range []int{1, 2 * inlineWakes} {
+		h := newHub(1024, 1<<20)
+		woken := make(chan *follower, n)
+		fs := make([]*follower, n)
+		for i := range fs {
+			f := newFollower(h)
+			f.onWake = func() { woken <- f }
+			h.join(f)
+			if !h.sleep(f, f.cursor.Load()) {
+				t.Fatal("sleep with nothing published")
+			}
+			fs[i] = f
+		}
+		h.publish(testEntry(0, 0))
+		seen := map[*follower]bool{}
+		for range n {
+			seen[<-woken] = true
+		}
+		if len(seen) != n {
+			t.Fatalf("%d sleepers: %d woken", n, len(seen))
+		}
+		for _, f := range fs {
+			var b batch
+			if ok, err := f.take(&b, true, 10, 1<<20); !ok || err != nil || len(b.entries) != 1 {
+				t.Fatalf("take after the wake-up: %v %v %d", ok, err, len(b.entries))
+			}
+		}
+		// Woken once: nobody sleeps now, so the next publish tells no one.
+		h.publish(testEntry(0, 1))
+		if n := h.sleeperCount(); n != 0 {
+			t.Fatalf("%d sleepers after the wake-up", n)
+		}
+		waitFor(t, "the waker to end", 10*time.Second, func() bool {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			return !h.waking
+		})
+		if len(woken) != 0 {
+			t.Fatalf("%d wake-ups more than the sleepers", len(woken))
+		}
+	}
+}
+
+// TestHubFramesOfTheirOwnAmongSmallOnes: large frames between small ones
+// do not cost the small ones a new allocation each; the byte bound counts
+// the small ones' allocation once.
+func TestHubFramesOfTheirOwnAmongSmallOnes(t *testing.T) {
+	h := newHub(100000, 1<<30) // segments of maxSegment bytes
+	hold := newFollower(h)     // reads nothing: the log keeps everything
+	h.join(hold)
+	reader := newFollower(h)
+	h.join(reader)
+	large := strings.Repeat("L", maxSegment/4+1)
+	var frames int64
+	const pairs = 100
+	for k := range pairs {
+		for _, p := range []string{fmt.Sprintf("small %d", k), large} {
+			if err := h.publishFrame(ws.OpText, []byte(p), ws.CompressionOptions{}, &entry{born: int64(k)}); err != nil {
+				t.Fatal(err)
+			}
+			frames += int64(ws.PreparedFrameSize(len(p)))
+		}
+	}
+	checkHeld(t, h)
+	if _, held := h.retained(); held > frames+maxSegment {
+		t.Fatalf("the log counts %d bytes for %d bytes of frames", held, frames)
+	}
+	// Every frame comes out in order, small ones as runs.
+	got, err := readRuns(reader, 2*pairs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range pairs {
+		if got[2*k] != fmt.Sprintf("small %d", k) || got[2*k+1] != large {
+			t.Fatalf("frame %d or %d out of place", 2*k, 2*k+1)
+		}
+	}
 }

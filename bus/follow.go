@@ -47,10 +47,15 @@ type follower struct {
 	// Own bounds, tighter than the hub's; 0: only the hub's apply.
 	maxMsgs  uint64
 	maxBytes int64
-	// wake receives a token when the follower sleeps and a message arrives.
+	// wake receives a token when the follower sleeps and a message arrives,
+	// unless onWake is set: then onWake is called instead (outside the
+	// hub's lock, on the publisher's or the waker's goroutine; it must not
+	// block), for a reader with no goroutine waiting on wake.
 	wake     chan struct{}
-	idx      int // position in hub.followers (under hub.mu)
-	sleepIdx int // position in hub.sleepers, -1 when not there (under hub.mu)
+	onWake   func()
+	idx      int    // position in hub.followers (under hub.mu)
+	sleepIdx int    // position in hub.sleepers, -1 when not there (under hub.mu)
+	sleepAt  uint64 // the cursor it sleeps at (under hub.mu)
 	// onCut, when set, lets the hub cut the follower as soon as the bounds
 	// release an entry it still needs (hub.cutBehind): cut is set, it
 	// leaves the log, and onCut is called (outside the hub's lock; it must
@@ -81,42 +86,83 @@ func newFollower(h *hub) *follower {
 // when closing is closed and nothing is left to fetch, or ctx.Err(). nil
 // channels never fire.
 func (f *follower) next(ctx context.Context, done, closing <-chan struct{}, dst []*entry, maxN int, maxBytes int64) ([]*entry, error) {
-	h := f.h
-	n0 := len(dst)
+	b := batch{entries: dst}
+	err := f.nextBatch(ctx, done, closing, &b, false, maxN, maxBytes)
+	return b.entries, err
+}
+
+// batch is what a follower takes from the log at once: a run (rn.n > 0),
+// or entries one by one.
+type batch struct {
+	rn      run
+	entries []*entry
+}
+
+// nextBatch is next into b, taking a run when runs is set and the log has
+// one at the cursor (the entries are then left alone); otherwise entries
+// are appended to b.entries as next does.
+func (f *follower) nextBatch(ctx context.Context, done, closing <-chan struct{}, b *batch, runs bool, maxN int, maxBytes int64) error {
 	for {
 		if isClosed(done) {
-			return dst, errStopped
+			return errStopped
 		}
-		cursor := f.cursor.Load()
-		if f.cut.Load() || f.behind(cursor) {
-			return dst, ErrLagged
-		}
-		var lagged bool
-		dst, lagged = h.fetch(cursor, dst, maxN, maxBytes)
-		if lagged {
-			clear(dst[n0:])
-			return dst[:n0], ErrLagged
-		}
-		if len(dst) > n0 {
-			f.fetched.Store(dst[len(dst)-1].end)
-			f.cursor.Store(cursor + uint64(len(dst)-n0))
-			return dst, nil
+		ok, err := f.take(b, runs, maxN, maxBytes)
+		if ok || err != nil {
+			return err
 		}
 		if isClosed(closing) {
-			return dst, ErrServerClosed
+			return ErrServerClosed
 		}
-		if !h.sleep(f, cursor) {
+		if !f.h.sleep(f, f.cursor.Load()) {
 			continue
 		}
 		select {
 		case <-f.wake:
 		case <-done:
-			return dst, errStopped
+			return errStopped
 		case <-closing: // fetch once more: the frames published before it
 		case <-ctx.Done():
-			return dst, ctx.Err()
+			return ctx.Err()
 		}
 	}
+}
+
+// take is one fetch of nextBatch, without waiting: it reports whether it
+// took something, or ErrLagged.
+func (f *follower) take(b *batch, runs bool, maxN int, maxBytes int64) (bool, error) {
+	h := f.h
+	cursor := f.cursor.Load()
+	if f.cut.Load() || f.behind(cursor) {
+		return false, ErrLagged
+	}
+	if runs {
+		rn, lagged := h.fetchRun(cursor)
+		switch {
+		case lagged:
+			return false, ErrLagged
+		case rn.n > 0:
+			b.rn = rn
+			f.fetched.Store(rn.first.end - rn.first.size + int64(len(rn.frames)))
+			f.cursor.Store(cursor + rn.n)
+			return true, nil
+		case rn.first == nil:
+			return false, nil // nothing yet
+		}
+	}
+	n0 := len(b.entries)
+	var lagged bool
+	b.entries, lagged = h.fetch(cursor, b.entries, maxN, maxBytes)
+	if lagged {
+		clear(b.entries[n0:])
+		b.entries = b.entries[:n0]
+		return false, ErrLagged
+	}
+	if len(b.entries) == n0 {
+		return false, nil
+	}
+	f.fetched.Store(b.entries[len(b.entries)-1].end)
+	f.cursor.Store(cursor + uint64(len(b.entries)-n0))
+	return true, nil
 }
 
 // behind reports whether f, about to fetch at cursor, is further behind
@@ -234,8 +280,12 @@ func (fl *Follower) Close() {
 
 // Frame is one message of the bus's log, as every client receives it.
 type Frame struct {
-	Op      ws.Opcode // ws.OpText or ws.OpBinary
-	Payload []byte    // the bytes relayed, unchanged; shared by every reader: never modify
+	Op ws.Opcode // ws.OpText or ws.OpBinary
+	// Payload is the bytes relayed, unchanged; shared by every reader: never
+	// modify. It lies in a buffer of the log shared with the frames around
+	// it, which stays in memory as long as the payload does: a reader that
+	// keeps payloads for long should copy them.
+	Payload []byte
 	// Origin is "" for frames this server accepted from its own clients or
 	// Emit; otherwise the origin passed to Publish (e.g. another cluster
 	// node's name).

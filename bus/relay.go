@@ -97,12 +97,9 @@ func notAllowedMessage(mtype string) []byte {
 // log, after the frames relayed before it, whatever c's receive rule. It bypasses the Sequencer:
 // a notice is this server's business, not the cluster's.
 func (s *Server) tell(c *session, b []byte) {
-	pm, err := ws.NewPreparedMessage(ws.OpText, b, s.opts.Compression)
-	if err != nil {
+	if err := s.hub.publishFrame(ws.OpText, b, s.opts.Compression, &entry{born: s.hub.now(), to: c.id}); err != nil {
 		s.log.Error("Cannot encode message", "error", err)
-		return
 	}
-	s.hub.publish(&entry{pm: pm, size: int64(len(pm.Frame(false))), born: s.hub.now(), to: c.id})
 }
 
 func remoteOf(c *session) string {
@@ -137,13 +134,10 @@ func (s *Server) accept(op ws.Opcode, b []byte, mtype string) {
 
 // publish encodes the frame once (copying it) and appends it to the log.
 func (s *Server) publish(op ws.Opcode, b []byte, mtype, origin string) {
-	pm, err := ws.NewPreparedMessage(op, b, s.opts.Compression)
-	if err != nil {
+	if err := s.hub.publishFrame(op, b, s.opts.Compression, &entry{born: s.hub.now(), mtype: mtype, origin: origin}); err != nil {
 		s.log.Error("Cannot encode message", "error", err)
 		return
 	}
-	e := &entry{pm: pm, size: int64(len(pm.Frame(false))), born: s.hub.now(), mtype: mtype, origin: origin}
-	s.hub.publish(e)
 	s.m.published()
 }
 

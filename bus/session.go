@@ -151,38 +151,18 @@ func (c *session) readFailed(err error) {
 func (c *session) writeLoop() {
 	defer close(c.exited)
 	s := c.s
-	batch := make([]*entry, 0, 64)
-	pms := make([]*ws.PreparedMessage, 0, 64)
+	var wb writeBatch
 	var deadline time.Time // the write deadline last set
 	for {
-		var err error
-		batch, err = c.f.next(context.Background(), c.done, nil, batch[:0], maxBatchFrames, maxBatchBytes)
+		err := c.takeBatch(&wb)
 		if err != nil {
 			if err == ErrLagged {
 				c.slowConsumer(c.cutWhy(""), true)
 			}
 			return
 		}
-		cursor, sentBytes := c.f.cursor.Load(), c.f.fetched.Load()
-		var size int64
-		for _, e := range batch {
-			if e.to != 0 {
-				if e.to != c.id {
-					continue // another client's notice
-				}
-			} else if c.perms != nil && c.perms.Receive != nil && !c.perms.CanReceive(e.mtype) {
-				continue
-			}
-			if c.windowBits >= 0 {
-				s.hub.countCompressed(e, c.windowBits)
-			}
-			pms = append(pms, e.pm)
-			size += e.size
-		}
-		born := batch[0].born
-		clear(batch)
-		if len(pms) == 0 {
-			c.wrote(cursor, sentBytes)
+		if wb.n == 0 {
+			c.wrote(wb.cursor, wb.fetched)
 			continue
 		}
 		// Each batch gets its WriteTimeout, give or take deadlineSlack: the
@@ -199,10 +179,7 @@ func (c *session) writeLoop() {
 			c.slowConsumer(c.cutWhy(""), true)
 			return
 		}
-		err = c.conn.WritePreparedBatch(context.Background(), pms)
-		n := len(pms)
-		clear(pms)
-		pms = pms[:0]
+		err = wb.write(c.conn)
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				// Part of a frame may be out: no close frame can follow.
@@ -218,10 +195,10 @@ func (c *session) writeLoop() {
 			}
 			return
 		}
-		c.wrote(cursor, sentBytes)
-		c.framesOut.Add(uint64(n))
-		c.bytesOut.Add(uint64(size))
-		s.m.sent(n, size, s.hub.now()-born)
+		c.wrote(wb.cursor, wb.fetched)
+		c.framesOut.Add(uint64(wb.n))
+		c.bytesOut.Add(uint64(wb.size))
+		s.m.sent(wb.n, wb.size, s.hub.now()-wb.born)
 	}
 }
 

@@ -465,3 +465,70 @@ func TestDialThroughProxy(t *testing.T) {
 		t.Fatalf("wrong password: got %v, want an error naming 407", err)
 	}
 }
+
+// TestPreparedFrames: frames laid back to back by AppendPreparedMessage go
+// out as one slice (WritePreparedFrames) or, adjacent, merged by
+// WritePreparedBatch, and arrive as the messages they are, also on a
+// connection that negotiated deflate (sent uncompressed), between a
+// message compressed with context takeover and one after it.
+func TestPreparedFrames(t *testing.T) {
+	srvOpts := &AcceptOptions{EnableCompression: true, Compression: CompressionOptions{Threshold: -1}}
+	buf := make([]byte, 0, 4096)
+	var msgs []*PreparedMessage
+	payloads := []string{"one", "two", strings.Repeat("three ", 50)}
+	for _, s := range payloads {
+		var m *PreparedMessage
+		var err error
+		buf, m, err = AppendPreparedMessage(buf, TextMessage, []byte(s), srvOpts.Compression)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, m)
+	}
+	own := strings.Repeat("own message ", 40)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := Accept(w, r, srvOpts)
+		if err != nil {
+			return
+		}
+		ctx := context.Background()
+		c.WriteMessage(ctx, TextMessage, []byte(own))
+		if err := c.WritePreparedFrames(ctx, buf); err != nil {
+			t.Error(err)
+		}
+		c.WriteMessage(ctx, TextMessage, []byte(own))
+		if err := c.WritePreparedBatch(ctx, msgs); err != nil {
+			t.Error(err)
+		}
+		c.Close(StatusNormalClosure, "")
+	}))
+	defer srv.Close()
+	want := append(append(append([]string{own}, payloads...), own), payloads...)
+	for _, compress := range []bool{false, true} {
+		c := dialT(t, "ws"+strings.TrimPrefix(srv.URL, "http"), &DialOptions{EnableCompression: compress})
+		for i, w := range want {
+			_, m, err := c.ReadMessage(context.Background())
+			if err != nil {
+				t.Fatalf("compress=%v message %d: %v", compress, i, err)
+			}
+			if string(m) != w {
+				t.Fatalf("compress=%v message %d: %q", compress, i, m)
+			}
+		}
+	}
+	// A client must mask its frames: it cannot send prepared ones.
+	cl := dialT(t, "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	if err := cl.WritePreparedFrames(context.Background(), buf); err == nil {
+		t.Fatal("a client wrote prepared frames")
+	}
+}
+
+func TestAdjacent(t *testing.T) {
+	b := make([]byte, 10)
+	if !adjacent(b[:4], b[4:6]) || adjacent(b[:4], b[5:6]) || adjacent(b[:4:4], b[4:6]) || adjacent(b[:4], b[4:4]) {
+		t.Fatal("adjacent")
+	}
+	if other := make([]byte, 2); adjacent(b[:4], other) {
+		t.Fatal("another array")
+	}
+}

@@ -33,21 +33,43 @@ var errPreparedControl = errors.New("ws: control message payload longer than 125
 // compressed). payload is copied. co decides the level and the threshold
 // below which the compressed form is the plain form.
 func NewPreparedMessage(op Opcode, payload []byte, co CompressionOptions) (*PreparedMessage, error) {
+	_, m, err := AppendPreparedMessage(nil, op, payload, co)
+	return m, err
+}
+
+// AppendPreparedMessage is NewPreparedMessage encoding the plain frame at
+// the end of dst: it returns dst extended by the frame and the message,
+// whose plain frame (Frame(false)) is those bytes, shared with dst: they
+// must not change afterwards. Messages appended one after another to a
+// buffer with room for them lie back to back, so that a run of them can be
+// written as one slice (Conn.WritePreparedFrames). PreparedFrameSize tells
+// how many bytes the frame takes.
+func AppendPreparedMessage(dst []byte, op Opcode, payload []byte, co CompressionOptions) ([]byte, *PreparedMessage, error) {
 	switch {
 	case op.IsData():
 	case op.IsControl() && !op.IsReserved():
 		if len(payload) > MaxControlPayload {
-			return nil, errPreparedControl
+			return dst, nil, errPreparedControl
 		}
 	default:
-		return nil, errNotData
+		return dst, nil, errNotData
 	}
 	h := Header{Fin: true, Op: op, Length: int64(len(payload))}
 	hlen := HeaderSize(h)
-	plain := make([]byte, 0, hlen+len(payload))
-	plain = AppendHeader(plain, h)
-	plain = append(plain, payload...)
-	return &PreparedMessage{op: op, co: co.normalize(), plain: plain, hlen: hlen}, nil
+	if dst == nil {
+		dst = make([]byte, 0, hlen+len(payload))
+	}
+	start := len(dst)
+	dst = AppendHeader(dst, h)
+	dst = append(dst, payload...)
+	plain := dst[start:len(dst):len(dst)]
+	return dst, &PreparedMessage{op: op, co: co.normalize(), plain: plain, hlen: hlen}, nil
+}
+
+// PreparedFrameSize returns the length of the plain frame of a prepared
+// message with a payload of n bytes.
+func PreparedFrameSize(n int) int {
+	return HeaderSize(Header{Fin: true, Length: int64(n)}) + n
 }
 
 // Op returns the message type.

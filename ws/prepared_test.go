@@ -164,3 +164,38 @@ func ExamplePreparedMessage() {
 	fmt.Printf("% x\n", f[:2])
 	// Output: 81 10
 }
+
+// TestAppendPreparedMessage: messages appended to one buffer lie back to
+// back, each its own frame as NewPreparedMessage makes it.
+func TestAppendPreparedMessage(t *testing.T) {
+	buf := make([]byte, 0, 1<<17)
+	var want []byte
+	for _, n := range []int{0, 1, 125, 126, 65535, 65536} {
+		payload := bytes.Repeat([]byte{byte('a' + n%26)}, n)
+		ref, _ := NewPreparedMessage(OpBinary, payload, CompressionOptions{})
+		start := len(buf)
+		var m *PreparedMessage
+		var err error
+		buf, m, err = AppendPreparedMessage(buf, OpBinary, payload, CompressionOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := m.Frame(false)
+		if !bytes.Equal(f, ref.Frame(false)) || len(f) != PreparedFrameSize(n) {
+			t.Fatalf("%d: frame differs from NewPreparedMessage's", n)
+		}
+		if &f[0] != &buf[start] || cap(f) != len(f) {
+			t.Fatalf("%d: frame not at the end of the buffer, or may grow into what follows", n)
+		}
+		if !bytes.Equal(m.Payload(), payload) {
+			t.Fatalf("%d: payload", n)
+		}
+		want = append(want, f...)
+	}
+	if !bytes.Equal(buf, want) {
+		t.Fatal("the buffer is not the frames back to back")
+	}
+	if _, _, err := AppendPreparedMessage(buf, OpContinuation, nil, CompressionOptions{}); err == nil {
+		t.Fatal("continuation accepted")
+	}
+}

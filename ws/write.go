@@ -192,7 +192,13 @@ func (c *Conn) writePreparedLocked(ms []*PreparedMessage) error {
 			c.flushLocked() // what was buffered still goes out
 			return err
 		}
-		bufs = append(bufs, f)
+		// Frames that lie back to back in memory (AppendPreparedMessage
+		// into one buffer) go out as one buffer.
+		if k := len(bufs) - 1; k >= 0 && adjacent(bufs[k], f) {
+			bufs[k] = bufs[k][:len(bufs[k])+len(f)]
+		} else {
+			bufs = append(bufs, f)
+		}
 	}
 	c.pmu.Unlock()
 	c.bufs = bufs
@@ -214,6 +220,69 @@ func (c *Conn) writePreparedLocked(ms []*PreparedMessage) error {
 	if err != nil {
 		c.writeErr = err
 	}
+	return err
+}
+
+// adjacent reports whether b starts where a ends, in a's array.
+func adjacent(a, b []byte) bool {
+	return len(b) > 0 && cap(a)-len(a) >= len(b) && &a[:len(a)+1][len(a)] == &b[0]
+}
+
+// WritePreparedFrames writes frames, the plain frames of one or more
+// prepared data messages back to back (what Frame(false) returns for each,
+// as AppendPreparedMessage lays them out in one buffer), in one system call
+// on a TCP connection. It is the write path of a broadcast to a connection
+// that takes every message as it is: no work per frame at all. Only a
+// server connection sends prepared frames. On a connection that negotiated
+// permessage-deflate the frames go out uncompressed, which RFC 7692 §6
+// allows (RSV1 clear); use WritePreparedBatch to send them compressed. The
+// bytes are not modified nor retained. ctx is used as in WritePrepared.
+func (c *Conn) WritePreparedFrames(ctx context.Context, frames []byte) error {
+	if c.role != RoleServer {
+		return errPreparedClient
+	}
+	stop, err := c.watchWrite(ctx)
+	if err != nil {
+		return err
+	}
+	c.lockWrite()
+	defer c.unlockWrite()
+	return stop(c.writeFramesLocked(frames))
+}
+
+// writeFramesLocked is WritePreparedFrames; the caller holds wmu.
+func (c *Conn) writeFramesLocked(frames []byte) error {
+	if err := c.writable(); err != nil {
+		return err
+	}
+	c.wbuf = c.flushCtrl(c.wbuf) // buffered frames and pongs first
+	c.buffered.Store(false)
+	c.pmu.Lock()
+	err := c.p.canSendData()
+	if err == nil && c.p.outOpen {
+		err = errStreamOpen
+	}
+	if err == nil && c.p.fl != nil && c.p.fl.takeover {
+		// The peer's window now holds data the compressor never saw
+		// (RFC 7692 §7.2.3.3), as in PreparedFrame.
+		c.p.fl.resetCompressor()
+	}
+	c.pmu.Unlock()
+	if err != nil {
+		c.flushLocked() // what was buffered still goes out
+		return err
+	}
+	switch _, tlsConn := c.nc.(*tls.Conn); {
+	case len(c.wbuf) == 0:
+		return c.writeLocked(frames)
+	case tlsConn:
+		// TLS seals each Write in its own records: one buffer is cheaper.
+		c.wbuf = append(c.wbuf, frames...)
+		err = c.writeLocked(c.wbuf)
+	default:
+		err = c.writeVectored(c.wbuf, frames)
+	}
+	c.wbuf = c.wbuf[:0]
 	return err
 }
 
