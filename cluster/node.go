@@ -404,11 +404,18 @@ func (n *Node) askLead(ctx context.Context, info *jetstream.StreamInfo) {
 	}
 	// A node that has just (re)joined holds an older copy until it has
 	// caught up: leading before that would stall the stream.
-	current := false
+	member, current := false, false
 	for _, r := range info.Cluster.Replicas {
 		if r != nil && r.Name == n.o.NodeName {
-			current = r.Current && r.Lag == 0
+			member, current = true, r.Current && r.Lag == 0
 		}
+	}
+	if !member {
+		// More nodes than copies: the stream's copies are elsewhere.
+		n.leadDone = true
+		n.log.Warn("Cluster: this node holds no copy of the stream, so it cannot lead it (cluster.lead)",
+			"stream", n.stream, "leader", info.Cluster.Leader, "replicas", n.o.Replicas)
+		return
 	}
 	if !current {
 		return
