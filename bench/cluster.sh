@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # bench/cluster.sh — three ovbus nodes against one, in the same run, on 127.0.0.1.
 #
-#   bench/cluster.sh [--repeat N] [--preset LIST] [--out DIR] [--no-lead]
+#   bench/cluster.sh [--repeat N] [--preset LIST] [--out DIR] [--lead]
 #
 # Starts one plain `ovbus serve` and two clusters of three `ovbus serve`
 # processes each, with the NATS embedded in ovbus (websocket.cluster.listen and
-# routes): one in order "total", one in order "sender". In the "total" cluster
-# the first node, where the sender connects, has websocket.cluster.lead (as a
-# house would set it on the node whose clients send the most) and the
-# benchmark starts once it leads the stream; --no-lead leaves the stream's
-# leader wherever the cluster put it. Each process has its
+# routes): one in order "total", one in order "sender". The "total" stream's
+# leader is wherever the cluster put it; with --lead the first node, where the
+# sender connects, has websocket.cluster.lead (as a house would set it on the
+# node whose clients send the most) and the benchmark starts once it leads the
+# stream. Each process has its
 # own isolated configuration (HOME and XDG paths in a temporary directory). It
 # waits until every node's /health says "cluster: up", then runs
 # `ovbus bench --compare one=… total3=A,B,C sender3=A,B,C`: the runs are
@@ -29,13 +29,13 @@ root=$(cd "$here/.." && pwd)
 repeat=3
 preset=5x200,20x1000,50x2000,100x500
 out=$root/bench/results
-lead=true
+lead=false
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--repeat) repeat=$2; shift 2 ;;
 	--preset) preset=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
-	--no-lead) lead=false; shift ;;
+	--lead) lead=true; shift ;;
 	-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
 	*) echo "cluster.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
@@ -136,7 +136,7 @@ timeout "$limit" "${cmd[@]}" >"$logs/bench.txt" 2>&1 || log "ovbus bench exited 
 	echo "  websocket.cluster.order total / sender; the sender on the first node, subscribers round-robin over the three;"
 	echo "  server CPU is the sum over the three processes"
 	if [[ $lead == true ]]; then echo "- total3: its first node has websocket.cluster.lead and led the stream at the start"
-	else echo "- total3: --no-lead, the stream's leader where the cluster put it"; fi
+	else echo "- total3: the stream's leader where the cluster put it"; fi
 	echo
 	cat "$tmp/table.md"
 } >"$out/cluster-$stamp.md"
