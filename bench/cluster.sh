@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # bench/cluster.sh — three ovbus nodes against one, in the same run, on 127.0.0.1.
 #
-#   bench/cluster.sh [--repeat N] [--preset LIST] [--out DIR]
+#   bench/cluster.sh [--repeat N] [--preset LIST] [--out DIR] [--lead]
 #
 # Starts one plain `ovbus serve` and two clusters of three `ovbus serve`
 # processes each, with the NATS embedded in ovbus (websocket.cluster.listen and
-# routes): one in order "total", one in order "sender". Each process has its
+# routes): one in order "total", one in order "sender". The "total" stream's
+# leader is wherever the cluster put it; with --lead the first node, where the
+# sender connects, has websocket.cluster.lead (as a house would set it on the
+# node whose clients send the most) and the benchmark starts once it leads the
+# stream. Each process has its
 # own isolated configuration (HOME and XDG paths in a temporary directory). It
 # waits until every node's /health says "cluster: up", then runs
 # `ovbus bench --compare one=… total3=A,B,C sender3=A,B,C`: the runs are
@@ -25,11 +29,13 @@ root=$(cd "$here/.." && pwd)
 repeat=3
 preset=5x200,20x1000,50x2000,100x500
 out=$root/bench/results
+lead=false
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--repeat) repeat=$2; shift 2 ;;
 	--preset) preset=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
+	--lead) lead=true; shift ;;
 	-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
 	*) echo "cluster.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
@@ -92,12 +98,15 @@ cluster() {
 	for i in 0 1 2; do
 		local peers=()
 		for j in 0 1 2; do [[ $j == "$i" ]] || peers+=("nats://$host:${routes[$j]}"); done
-		serve "$order$i" "${ports[$i]}" OVOS_BUS_CLUSTER_NAME="$order" OVOS_BUS_CLUSTER_NODE_NAME="$order$i" \
+		local leads=false
+		[[ $order == total && $i == 0 && $lead == true ]] && leads=true
+		serve "$order$i" "${ports[$i]}" OVOS_BUS_CLUSTER_NAME="$order" OVOS_BUS_CLUSTER_NODE_NAME="$order$i" OVOS_BUS_CLUSTER_LEAD=$leads \
 			OVOS_BUS_CLUSTER_ORDER="$order" OVOS_BUS_CLUSTER_LISTEN="$host:${routes[$i]}" \
 			OVOS_BUS_CLUSTER_ROUTES="$(IFS=,; echo "${peers[*]}")" OVOS_BUS_CLUSTER_STORE_DIR="$tmp/$order$i/js" >/dev/null
 		urls+=("ws://$host:${ports[$i]}/core")
 	done
 	for i in 0 1 2; do wait_health "${ports[$i]}" "cluster: up" >&2; done
+	if [[ $order == total && $lead == true ]]; then wait_health "${ports[0]}" "stream leader" >&2; fi
 	(IFS=,; echo "${urls[*]}")
 }
 
@@ -126,6 +135,8 @@ timeout "$limit" "${cmd[@]}" >"$logs/bench.txt" 2>&1 || log "ovbus bench exited 
 	echo "- one: a plain ovbus serve; total3 and sender3: three ovbus serve processes each, NATS embedded,"
 	echo "  websocket.cluster.order total / sender; the sender on the first node, subscribers round-robin over the three;"
 	echo "  server CPU is the sum over the three processes"
+	if [[ $lead == true ]]; then echo "- total3: its first node has websocket.cluster.lead and led the stream at the start"
+	else echo "- total3: the stream's leader where the cluster put it"; fi
 	echo
 	cat "$tmp/table.md"
 } >"$out/cluster-$stamp.md"

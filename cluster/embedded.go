@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -33,6 +34,18 @@ func startEmbedded(o *Options) (*embedded, error) {
 	host, portStr, _ := net.SplitHostPort(o.Listen)
 	port, _ := strconv.Atoi(portStr)
 	routes := server.RoutesFromStr(strings.Join(o.Routes, ","))
+	var routeUser string
+	if o.RouteToken != "" {
+		// The routes this node opens carry the token (unless their URL
+		// names its own credentials); the ones it learns from the others
+		// get it from Cluster.Username and Password.
+		routeUser = "ovbus"
+		for _, r := range routes {
+			if r.User == nil {
+				r.User = url.UserPassword(routeUser, o.RouteToken)
+			}
+		}
+	}
 	e := &embedded{storeDir: o.StoreDir, log: &serverLog{l: o.Logger.With("nats", o.NodeName)}}
 	if e.storeDir == "" {
 		d, err := os.MkdirTemp("", "ovbus-cluster-")
@@ -66,6 +79,12 @@ func startEmbedded(o *Options) (*embedded, error) {
 			Host:      host,
 			Port:      port,
 			Advertise: o.Advertise,
+			Username:  routeUser,
+			Password:  o.RouteToken,
+			// No s2 on the routes: on a LAN (nats-server's s2_auto picks
+			// "uncompressed" under 10 ms of round trip anyway) it costs
+			// CPU per message and compresses nothing.
+			Compression: server.CompressionOpts{Mode: server.CompressionOff},
 		},
 		Routes:             routes,
 		JetStream:          o.Order == OrderTotal,

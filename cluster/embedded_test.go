@@ -2,10 +2,14 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,5 +105,87 @@ func TestEmbeddedListenError(t *testing.T) {
 		t.Fatal("started on a port in use")
 	} else {
 		t.Logf("%v (after %v)", err, time.Since(start))
+	}
+}
+
+// signalHandler is a slog handler that closes seen at the first record
+// whose message contains match.
+type signalHandler struct {
+	match string
+	once  *sync.Once
+	seen  chan struct{}
+}
+
+func newSignalHandler(match string) *signalHandler {
+	return &signalHandler{match: match, once: new(sync.Once), seen: make(chan struct{})}
+}
+
+func (h *signalHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *signalHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.match) {
+		h.once.Do(func() { close(h.seen) })
+	}
+	return nil
+}
+func (h *signalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *signalHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestEmbeddedRouteToken: with cluster.route_token, two nodes with the same
+// token form a cluster and a node with another token joins neither, in
+// either direction.
+func TestEmbeddedRouteToken(t *testing.T) {
+	opts := meshOptions(t, 3, OrderSender)
+	var logs []*signalHandler
+	for i := range opts {
+		opts[i].RouteToken = "right-token"
+		if i == 2 {
+			opts[i].RouteToken = "wrong-token"
+		}
+		h := newSignalHandler("authentication error")
+		logs = append(logs, h)
+		opts[i].Logger = slog.New(h)
+	}
+	var es []*embedded
+	for i := range opts {
+		e, err := startEmbedded(&opts[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		es = append(es, e)
+		t.Cleanup(e.shutdown)
+	}
+	// The two with the right token route to each other...
+	deadline := time.Now().Add(20 * time.Second)
+	for es[0].peers() < 1 || es[1].peers() < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the nodes with the same token did not route to each other: peers %d and %d", es[0].peers(), es[1].peers())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// ... and each side refused the other: the odd node's routes to the
+	// first node, the first node's route to it.
+	for _, i := range []int{0, 2} {
+		select {
+		case <-logs[i].seen:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("node %d never refused a route with the wrong token", i)
+		}
+	}
+	if p := es[2].peers(); p != 0 {
+		t.Errorf("the node with the wrong token has %d routes, want 0", p)
+	}
+	for i := range 2 {
+		if p := es[i].peers(); p != 1 {
+			t.Errorf("node %d has %d routes, want 1 (the other node with its token)", i, p)
+		}
+	}
+}
+
+func TestRouteTokenOnlyEmbedded(t *testing.T) {
+	o := Options{NATSURL: "nats://127.0.0.1:4222", RouteToken: "x"}
+	err := o.Validate()
+	var ke *KeyError
+	if !errors.As(err, &ke) || !slices.Contains(ke.Keys, "cluster.route_token") {
+		t.Fatalf("route_token with nats_url: %v", err)
 	}
 }

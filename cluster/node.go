@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -55,6 +56,11 @@ type Node struct {
 	closing  atomic.Bool
 	startErr error // a startup check that failed after a late connection
 	checked  bool  // the external server was checked (watch goroutine only)
+	// Options.Lead, since the link came up (watch goroutine only): this
+	// node leads or gave up, the requests made, when to look again
+	leadDone  bool
+	leadTries int
+	leadNext  time.Time
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -310,6 +316,10 @@ func (n *Node) watch() {
 
 // probe checks the link once.
 func (n *Node) probe() {
+	if !n.up.Load() {
+		// ask again once the link is up (Options.Lead)
+		n.leadDone, n.leadTries, n.leadNext = false, 0, time.Time{}
+	}
 	if !n.nc.IsConnected() {
 		n.setState(false, "not connected to NATS")
 		return
@@ -352,15 +362,88 @@ func (n *Node) probe() {
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, time.Second)
 	defer cancel()
+	// One stream info request (js.Stream asks the stream's leader for it).
 	s, err := n.js.Stream(ctx, n.stream)
-	if err == nil {
-		_, err = s.Info(ctx)
-	}
 	if err != nil {
 		n.setState(false, "stream "+n.stream+": "+shortErr(err))
 		return
 	}
-	n.setState(true, n.upDetail())
+	d := n.upDetail()
+	if info := s.CachedInfo(); info != nil && info.Cluster != nil && info.Cluster.Leader == n.o.NodeName {
+		d += ", stream leader"
+	}
+	n.setState(true, d)
+	if n.o.Lead && !n.leadDone {
+		n.askLead(ctx, s.CachedInfo())
+	}
+}
+
+// leadTries bounds the requests for the stream's leadership per link-up
+// (Options.Lead), leadRetry spaces them: a handover the stream did not
+// complete (its raft election went to another copy) is asked again.
+const (
+	leadTries = 5
+	leadRetry = 2 * time.Second
+)
+
+// askLead asks the stream's leader to hand its leadership to this node
+// (Options.Lead) after each time the link comes up, until it leads (at
+// most leadTries times): a node that restarts takes it back, and two nodes
+// with Lead set take turns only when their links change. Frames sent
+// during a handover may be counted as "unconfirmed".
+func (n *Node) askLead(ctx context.Context, info *jetstream.StreamInfo) {
+	if info == nil || info.Cluster == nil || info.Cluster.Leader == "" || time.Now().Before(n.leadNext) {
+		return // no leader yet, or a request is on its way: look at the next probe
+	}
+	if info.Cluster.Leader == n.o.NodeName {
+		n.leadDone = true
+		if n.leadTries > 0 {
+			n.log.Info("Cluster: this node leads the stream (cluster.lead)", "stream", n.stream)
+		}
+		return
+	}
+	// A node that has just (re)joined holds an older copy until it has
+	// caught up: leading before that would stall the stream.
+	member, current := false, false
+	for _, r := range info.Cluster.Replicas {
+		if r != nil && r.Name == n.o.NodeName {
+			member, current = true, r.Current && r.Lag == 0
+		}
+	}
+	if !member {
+		// More nodes than copies: the stream's copies are elsewhere.
+		n.leadDone = true
+		n.log.Warn("Cluster: this node holds no copy of the stream, so it cannot lead it (cluster.lead)",
+			"stream", n.stream, "leader", info.Cluster.Leader, "replicas", n.o.Replicas)
+		return
+	}
+	if !current {
+		return
+	}
+	if n.leadTries >= leadTries {
+		n.leadDone = true
+		n.log.Warn("Cluster: the stream's leadership did not come to this node (cluster.lead); leaving it where it is",
+			"stream", n.stream, "leader", info.Cluster.Leader, "requests", n.leadTries)
+		return
+	}
+	n.leadTries++
+	n.leadNext = time.Now().Add(leadRetry)
+	req, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": n.o.NodeName}})
+	m, err := n.nc.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+n.stream, req)
+	if err == nil {
+		var resp struct {
+			Error *struct {
+				Description string `json:"description"`
+			} `json:"error"`
+		}
+		if err = json.Unmarshal(m.Data, &resp); err == nil && resp.Error != nil {
+			err = errors.New(resp.Error.Description)
+		}
+	}
+	if err != nil {
+		n.log.Debug("Cluster: asking for the stream's leadership (cluster.lead)", "stream", n.stream,
+			"leader", info.Cluster.Leader, "error", shortErr(err))
+	}
 }
 
 func (n *Node) upDetail() string {

@@ -273,3 +273,78 @@ func TestLinkDownServesLocalClients(t *testing.T) {
 		})
 	}
 }
+
+// streamLeader returns the name of the node that leads the stream, as n
+// sees it ("" when it cannot tell).
+func streamLeader(n *Node) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := n.js.Stream(ctx, n.stream)
+	if err != nil || s.CachedInfo().Cluster == nil {
+		return ""
+	}
+	return s.CachedInfo().Cluster.Leader
+}
+
+// With Lead, a node takes the stream's leadership when its link comes up:
+// here a node that does not lead restarts with Lead, and the frames of
+// every node still reach every client in one order.
+func TestLead(t *testing.T) {
+	opts := meshOptions(t, 3, OrderTotal)
+	nodes := startNodes(t, opts)
+	waitUp(t, nodes, 20*time.Second)
+	var leader string
+	for deadline := time.Now().Add(20 * time.Second); leader == ""; time.Sleep(20 * time.Millisecond) {
+		if leader = streamLeader(nodes[0].node); leader == "" && time.Now().After(deadline) {
+			t.Fatal("the stream has no leader")
+		}
+	}
+	x := 0
+	for opts[x].NodeName == leader {
+		x++
+	}
+	nodes[x].stop()
+	opts[x].Lead = true
+	nodes[x] = startNodes(t, opts[x:x+1])[0]
+	waitUp(t, nodes, 20*time.Second)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		l := streamLeader(nodes[x].node)
+		if l == opts[x].NodeName {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s leads the stream, want %s (cluster.lead)", l, opts[x].NodeName)
+		}
+	}
+	waitUp(t, nodes, 20*time.Second)
+	var cs []*wsClient
+	for _, tn := range nodes {
+		cs = append(cs, dialNode(t, tn))
+	}
+	const per = 20
+	for i, c := range cs {
+		for j := range per {
+			c.send(ws.OpText, msg(fmt.Sprint(i), j))
+		}
+	}
+	first := cs[0].waitN(3*per, 10*time.Second)
+	if len(first) != 3*per {
+		for i, tn := range nodes {
+			mfs, _ := tn.bus.Metrics().Gather()
+			for _, mf := range mfs {
+				if strings.HasPrefix(mf.GetName(), "ovbus_cluster_dropped") || strings.HasPrefix(mf.GetName(), "ovbus_cluster_received_messages") {
+					for _, m := range mf.Metric {
+						t.Logf("node %d %s %v %v", i, mf.GetName(), m.Label, m.Counter.GetValue())
+					}
+				}
+			}
+		}
+		t.Logf("restarted %d; leader %s", x, streamLeader(nodes[1].node))
+		t.Fatalf("client 0 got %d frames, want %d", len(first), 3*per)
+	}
+	for ci, c := range cs[1:] {
+		if got := c.waitN(3*per, 10*time.Second); !slices.Equal(got, first) {
+			t.Errorf("client %d saw %d frames in another order than client 0", ci+1, len(got))
+		}
+	}
+}

@@ -82,6 +82,12 @@ type Options struct {
 	// when that is not the address they see (NAT, a proxy): the nodes tell
 	// each other where the others are, and complete the mesh by themselves.
 	Advertise string
+	// RouteToken, when set, closes the route port: a node joins only with
+	// the same token (nats-server's cluster authorization, user "ovbus"
+	// and this token as its password, sent on the routes this node opens
+	// and required on the ones it accepts). Give every node the same one.
+	// "" leaves the route port open to any node that reaches it.
+	RouteToken string
 	// StoreDir holds the embedded JetStream's cluster state (the streams
 	// themselves are in memory); "" means a temporary directory, removed on
 	// Shutdown.
@@ -92,6 +98,13 @@ type Options struct {
 	// Routes plus this one, at most 3, for the embedded server; 1 for an
 	// external one.
 	Replicas int
+	// Lead asks, each time this node's link comes up, that the stream's
+	// leader be this node (order "total"). A frame is sequenced by the
+	// leader: on the leader's node it crosses one route fewer each way, so
+	// set it on the node whose clients send the most (the one with the
+	// skills and the intent service), on one node only. Off, the cluster
+	// places the leader where it likes.
+	Lead bool
 	// StreamMaxAge and StreamMaxBytes bound the stream (memory storage):
 	// how far behind a node may fall and still catch up. Defaults:
 	// DefaultStreamMaxAge, and DefaultStreamMaxBytes or 2 × MaxMsgSize
@@ -278,6 +291,12 @@ func (o *Options) Validate() error {
 				errs = append(errs, keyErr("applies only with nats_url (an external NATS)", k))
 			}
 		}
+	}
+	if o.RouteToken != "" && o.External() {
+		errs = append(errs, keyErr("applies only with listen (NATS inside ovbus); protect an external NATS in its own configuration", "cluster.route_token"))
+	}
+	if o.Lead && o.Order == OrderSender {
+		errs = append(errs, keyErr(`applies only with order "total" (order "sender" has no stream)`, "cluster.lead", "cluster.order"))
 	}
 	if o.Listen != "" {
 		if _, p, err := net.SplitHostPort(o.Listen); err != nil {

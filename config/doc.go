@@ -147,7 +147,11 @@
 //	cluster.routes            []                  OVOS_BUS_CLUSTER_ROUTES             restart  the other nodes' listen, nats://host:port
 //	cluster.advertise         ""                  OVOS_BUS_CLUSTER_ADVERTISE          restart  host:port the others reach listen at (NAT,
 //	                                                                                           proxy); "" for the address they see
+//	cluster.route_token       unset               OVOS_BUS_CLUSTER_ROUTE_TOKEN        restart  secret listen requires of the other nodes
+//	                                                                                           (the same on every node); unset: none
 //	cluster.store_dir         ""                  OVOS_BUS_CLUSTER_STORE_DIR          restart  embedded JetStream's state; "" a temp dir
+//	cluster.lead              false               OVOS_BUS_CLUSTER_LEAD               restart  this node asks to lead the stream (order
+//	                                                                                           total): the node whose clients send most
 //	cluster.replicas          0                   OVOS_BUS_CLUSTER_REPLICAS           restart  copies of the stream; 0: nodes in routes
 //	                                                                                           plus this one, at most 3 (1 with nats_url)
 //	cluster.stream_max_age    60                  OVOS_BUS_CLUSTER_STREAM_MAX_AGE     restart  seconds the stream keeps a frame
