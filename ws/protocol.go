@@ -166,6 +166,13 @@ type Protocol struct {
 
 	// message being sent with AppendFrame
 	outOpen bool
+
+	// wholeMax is the largest payload nextWhole may take: the smaller of
+	// the limits that are on, capped at 0xFFFF (the 16-bit length).
+	wholeMax int
+	// generalOnly turns nextWhole off, so that the differential tests can
+	// hold its events against those of the general path.
+	generalOnly bool
 }
 
 // NewProtocol returns a Protocol configured by cfg.
@@ -184,6 +191,12 @@ func NewProtocol(cfg Config) *Protocol {
 	}
 	if p.bufHint <= 0 {
 		p.bufHint = defaultReadBufferSize
+	}
+	p.wholeMax = 0xFFFF
+	for _, l := range [2]int64{p.maxFrame, p.maxMsg} {
+		if l >= 0 && l < int64(p.wholeMax) {
+			p.wholeMax = int(l)
+		}
 	}
 	if cfg.Deflate != nil {
 		p.fl = newDeflateState(cfg.Role, *cfg.Deflate, cfg.Compression)
@@ -223,11 +236,14 @@ func (p *Protocol) Receive(data []byte) {
 		return
 	}
 	if p.r > 0 {
-		if p.r == len(p.buf) && cap(p.buf) > 1<<20 && len(data) < cap(p.buf)/4 {
-			p.buf = nil // do not keep a buffer grown by one huge Receive
-		} else {
+		switch {
+		case p.r < len(p.buf):
 			n := copy(p.buf, p.buf[p.r:])
 			p.buf = p.buf[:n]
+		case cap(p.buf) > 1<<20 && len(data) < cap(p.buf)/4:
+			p.buf = nil // do not keep a buffer grown by one huge Receive
+		default:
+			p.buf = p.buf[:0] // all processed: nothing to move
 		}
 		p.r = 0
 	}
@@ -355,6 +371,18 @@ func (p *Protocol) Next() (Event, error) {
 	if p.inflating {
 		return p.nextInflated()
 	}
+	if !p.inFrame && !p.msgOpen && !p.generalOnly {
+		if op, payload, ok := p.nextWhole(); ok {
+			if op == OpText && !validUTF8(payload) {
+				// Leave the state as the general path does: in the
+				// message, the validator where it stopped.
+				p.msgOpen = true
+				p.utf8.Write(payload)
+				return p.fail(errBadUTF8)
+			}
+			return Event{Kind: EventMessage, Op: op, Payload: payload, Fin: true}, nil
+		}
+	}
 	for {
 		if !p.inFrame {
 			h, n, err := ParseHeader(p.buf[p.r:])
@@ -442,6 +470,75 @@ func (p *Protocol) Next() (Event, error) {
 		}
 		return Event{Kind: EventMessage, Op: p.msgOp, Payload: chunk, Fin: fin}, nil
 	}
+}
+
+// nextWhole is Next's fast path for the commonest frame: a whole
+// uncompressed message in one frame (FIN set, RSV1-3 clear, OpText or
+// OpBinary) of at most 0xFFFF bytes, masked as the role requires
+// (RFC 6455 §5.1), within the limits, that sits wholly in the buffer while
+// no fragmented message is open (§5.4). Anything else, including every
+// violation, is left to the general path (ok false, nothing consumed),
+// which applies all the rules. nextWhole consumes the frame, unmasks the
+// payload in place and leaves the Protocol in the state the general path
+// would leave it in after the frame; the caller validates text.
+func (p *Protocol) nextWhole() (op Opcode, payload []byte, ok bool) {
+	b := p.buf[p.r:]
+	if len(b) < 2 {
+		return 0, nil, false
+	}
+	b0, b1 := b[0], b[1]
+	if b0 != bitFin|byte(OpText) && b0 != bitFin|byte(OpBinary) {
+		return 0, nil, false
+	}
+	masked := b1&bitMask != 0
+	if masked != (p.role == RoleServer) {
+		return 0, nil, false
+	}
+	l, n := int(b1&0x7F), 2
+	if l >= 126 {
+		// 126: a 16-bit length, minimal only from 126 on (§5.2); 127
+		// (a 64-bit length) is beyond wholeMax.
+		if l == 127 || len(b) < 4 {
+			return 0, nil, false
+		}
+		l, n = int(binary.BigEndian.Uint16(b[2:])), 4
+		if l < 126 {
+			return 0, nil, false
+		}
+	}
+	if l > p.wholeMax {
+		return 0, nil, false
+	}
+	var k32 uint32
+	if masked {
+		if len(b) < n+4 {
+			return 0, nil, false
+		}
+		k32 = binary.LittleEndian.Uint32(b[n:])
+		n += 4
+	}
+	if len(b)-n < l {
+		return 0, nil, false
+	}
+	op = Opcode(b0 & 0xF)
+	payload = b[n : n+l : n+l]
+	p.r += n + l
+	// The state the general path leaves, field by field (a composite
+	// Header would be assembled on the stack and copied).
+	h := &p.hdr
+	h.Fin, h.Rsv1, h.Rsv2, h.Rsv3, h.Op, h.Masked = true, false, false, false, op, masked
+	binary.LittleEndian.PutUint32(h.Mask[:], k32)
+	h.Length = int64(l)
+	p.msgOp, p.msgCompressed, p.utf8 = op, false, UTF8Validator{}
+	if p.maxMsg >= 0 {
+		p.msgSize = int64(l)
+	}
+	p.maskPos = 0
+	if masked {
+		maskWords(payload, k32)
+		p.maskPos = l & 3
+	}
+	return op, payload, true
 }
 
 // PayloadWanted returns how many more payload bytes the data frame being
@@ -657,7 +754,7 @@ func (p *Protocol) AppendMessage(dst []byte, op Opcode, payload []byte) ([]byte,
 	if p.fl != nil && len(payload) >= p.fl.threshold {
 		return p.fl.appendCompressed(dst, op, payload, p.role == RoleClient)
 	}
-	return p.appendFrame(dst, Header{Fin: true, Op: op}, payload), nil
+	return p.appendFrame(dst, true, op, payload), nil
 }
 
 // AppendMessageHeader appends only the header of the frame that
@@ -702,7 +799,7 @@ func (p *Protocol) AppendFrame(dst []byte, op Opcode, payload []byte, fin bool) 
 			}
 			return p.AppendClose(dst, 0, "")
 		}
-		return p.appendFrame(dst, Header{Fin: true, Op: op}, payload), nil
+		return p.appendFrame(dst, true, op, payload), nil
 	case op == OpContinuation:
 		if !p.outOpen {
 			return dst, errNoStream
@@ -718,19 +815,19 @@ func (p *Protocol) AppendFrame(dst []byte, op Opcode, payload []byte, fin bool) 
 		return dst, err
 	}
 	p.outOpen = !fin
-	return p.appendFrame(dst, Header{Fin: fin, Op: op}, payload), nil
+	return p.appendFrame(dst, fin, op, payload), nil
 }
 
 // AppendPing appends a Ping frame (RFC 6455 §5.5.2). A payload longer than
 // 125 bytes is truncated.
 func (p *Protocol) AppendPing(dst, payload []byte) []byte {
-	return p.appendFrame(dst, Header{Fin: true, Op: OpPing}, payload[:min(len(payload), MaxControlPayload)])
+	return p.appendFrame(dst, true, OpPing, payload[:min(len(payload), MaxControlPayload)])
 }
 
 // AppendPong appends a Pong frame (RFC 6455 §5.5.3); to answer a Ping pass
 // its payload. A payload longer than 125 bytes is truncated.
 func (p *Protocol) AppendPong(dst, payload []byte) []byte {
-	return p.appendFrame(dst, Header{Fin: true, Op: OpPong}, payload[:min(len(payload), MaxControlPayload)])
+	return p.appendFrame(dst, true, OpPong, payload[:min(len(payload), MaxControlPayload)])
 }
 
 // AppendClose appends a Close frame (RFC 6455 §5.5.1) and records that it
@@ -779,40 +876,70 @@ func (p *Protocol) appendClose(dst []byte, code StatusCode, reason string) []byt
 		binary.BigEndian.PutUint16(b[:], uint16(code))
 		n = 2 + copy(b[2:], reason)
 	}
-	return p.appendFrame(dst, Header{Fin: true, Op: OpClose}, b[:n])
+	return p.appendFrame(dst, true, OpClose, b[:n])
 }
 
 // appendFrame appends a frame carrying payload, masking it with a fresh
-// random key if the Protocol is a client (RFC 6455 §5.3).
-func (p *Protocol) appendFrame(dst []byte, h Header, payload []byte) []byte {
-	h.Length = int64(len(payload))
-	if p.role == RoleClient {
-		h.Masked = true
-		binary.LittleEndian.PutUint32(h.Mask[:], newMaskKey())
+// random key if the Protocol is a client (RFC 6455 §5.3). The header is
+// written in place, with the minimal length encoding (§5.2), behind one
+// capacity check for header and payload.
+func (p *Protocol) appendFrame(dst []byte, fin bool, op Opcode, payload []byte) []byte {
+	n := len(payload)
+	b0 := byte(op & 0xF)
+	if fin {
+		b0 |= bitFin
 	}
-	dst = AppendHeader(dst, h)
-	if !h.Masked {
-		return append(dst, payload...)
-	}
-	start := len(dst)
-	if len(payload) > 16<<10 {
-		// For large payloads memmove and an in-place MaskBytes measured
+	client := p.role == RoleClient
+	if n > 0xFFFF || (client && n > 16<<10) {
+		h := Header{Fin: fin, Op: op, Length: int64(n)}
+		if !client {
+			return append(AppendHeader(dst, h), payload...)
+		}
+		// For large payloads memmove and an in-place mask measured
 		// faster than the one-pass maskCopy (BenchmarkRoundTrip/large).
+		k32 := newMaskKey()
+		h.Masked = true
+		binary.LittleEndian.PutUint32(h.Mask[:], k32)
+		dst = AppendHeader(dst, h)
+		start := len(dst)
 		dst = append(dst, payload...)
-		MaskBytes(h.Mask, 0, dst[start:])
+		maskWords(dst[start:], k32)
 		return dst
 	}
-	dst = slices.Grow(dst, len(payload))[:start+len(payload)]
-	maskCopy(dst[start:], payload, h.Mask)
+	hs := 2
+	if n > 125 {
+		hs = 4
+	}
+	if client {
+		hs += 4
+	}
+	start := len(dst)
+	dst = slices.Grow(dst, hs+n)[:start+hs+n]
+	f := dst[start : start+hs+n : start+hs+n]
+	f[0] = b0
+	b1 := byte(n)
+	if n > 125 {
+		b1 = 126
+		binary.BigEndian.PutUint16(f[2:4], uint16(n))
+	}
+	if !client {
+		f[1] = b1
+		copy(f[hs:], payload)
+		return dst
+	}
+	f[1] = b1 | bitMask
+	k32 := newMaskKey()
+	binary.LittleEndian.PutUint32(f[hs-4:hs], k32)
+	maskCopy(f[hs:], payload, k32)
 	return dst
 }
 
-// maskCopy sets dst to src XORed with the masking key (RFC 6455 §5.3): a
-// copy and a MaskBytes in one pass. dst must be as long as src.
-func maskCopy(dst, src []byte, key [4]byte) {
+// maskCopy sets dst to src XORed with the masking key k32 (RFC 6455 §5.3;
+// read little-endian from the key bytes, as maskWords takes it): a copy
+// and a mask in one pass. dst must be as long as src.
+func maskCopy(dst, src []byte, k32 uint32) {
 	n := len(src)
 	dst = dst[:n]
-	k32 := binary.LittleEndian.Uint32(key[:])
 	k64 := uint64(k32) | uint64(k32)<<32
 	i := 0
 	for ; i+32 <= n; i += 32 {
@@ -825,9 +952,13 @@ func maskCopy(dst, src []byte, key [4]byte) {
 	for ; i+8 <= n; i += 8 {
 		binary.LittleEndian.PutUint64(dst[i:i+8], binary.LittleEndian.Uint64(src[i:i+8])^k64)
 	}
+	if i+4 <= n {
+		binary.LittleEndian.PutUint32(dst[i:i+4], binary.LittleEndian.Uint32(src[i:i+4])^k32)
+		i += 4
+	}
 	for ; i < n; i++ {
 		dst[i] = src[i] ^ byte(k32)
-		k32 = k32>>8 | k32<<24
+		k32 >>= 8
 	}
 }
 
