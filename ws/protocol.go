@@ -166,6 +166,10 @@ type Protocol struct {
 
 	// message being sent with AppendFrame
 	outOpen bool
+	// spareKey is a masking key drawn with the last one (haveKey): one
+	// random 64-bit number makes two keys (maskKey).
+	spareKey uint32
+	haveKey  bool
 
 	// wholeMax is the largest payload nextWhole may take: the smaller of
 	// the limits that are on, capped at 0xFFFF (the 16-bit length).
@@ -897,7 +901,7 @@ func (p *Protocol) appendFrame(dst []byte, fin bool, op Opcode, payload []byte) 
 		}
 		// For large payloads memmove and an in-place mask measured
 		// faster than the one-pass maskCopy (BenchmarkRoundTrip/large).
-		k32 := newMaskKey()
+		k32 := p.maskKey()
 		h.Masked = true
 		binary.LittleEndian.PutUint32(h.Mask[:], k32)
 		dst = AppendHeader(dst, h)
@@ -928,7 +932,7 @@ func (p *Protocol) appendFrame(dst []byte, fin bool, op Opcode, payload []byte) 
 		return dst
 	}
 	f[1] = b1 | bitMask
-	k32 := newMaskKey()
+	k32 := p.maskKey()
 	binary.LittleEndian.PutUint32(f[hs-4:hs], k32)
 	maskCopy(f[hs:], payload, k32)
 	return dst
@@ -966,6 +970,21 @@ func maskCopy(dst, src []byte, k32 uint32) {
 // application cannot predict; math/rand/v2's global generator is a ChaCha8
 // stream seeded by the runtime from the operating system.
 func newMaskKey() uint32 { return rand.Uint32() }
+
+// maskKey returns a masking key for the sending side: the two halves of
+// one number of math/rand/v2's global generator (see newMaskKey), the
+// second kept for the next frame, so that a client draws a random number
+// for every other frame. Each key is still 32 bits of the ChaCha8 stream
+// that nobody else sees (§5.3, §10.3).
+func (p *Protocol) maskKey() uint32 {
+	if p.haveKey {
+		p.haveKey = false
+		return p.spareKey
+	}
+	k := rand.Uint64()
+	p.spareKey, p.haveKey = uint32(k>>32), true
+	return uint32(k)
+}
 
 // AppendPrepared is like PreparedFrame but appends a copy of the frame.
 func (p *Protocol) AppendPrepared(dst []byte, m *PreparedMessage) ([]byte, error) {
