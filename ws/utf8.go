@@ -192,36 +192,12 @@ func validTail(t []byte) bool {
 }
 
 // validUTF8 reports whether b is valid UTF-8 (one shot). All-ASCII text,
-// the usual case, is checked 32 and 8 bytes at a time without a branch per
-// word (the last word overlaps the one before it); the first word with a
-// byte >= 0x80 hands the rest, from the start of that word, to the full
-// validator (all bytes before it are ASCII, so it starts on a character).
+// the usual case, is checked a block at a time (asciiPrefix); the full
+// validator takes over at the first block with a byte >= 0x80 (all bytes
+// before it are ASCII, so it starts on a character).
 func validUTF8(b []byte) bool {
-	n := len(b)
-	if n < 8 {
-		for i := 0; i < n; i++ {
-			if b[i] >= 0x80 {
-				return validRest(b[i:])
-			}
-		}
-		return true
-	}
-	i := 0
-	for ; i+32 <= n; i += 32 {
-		w := b[i : i+32 : i+32]
-		if (le64(w)|le64(w[8:])|le64(w[16:])|le64(w[24:]))&asciiMask != 0 {
-			return validRest(b[i:])
-		}
-	}
-	for ; i+8 <= n; i += 8 {
-		if le64(b[i:i+8])&asciiMask != 0 {
-			return validRest(b[i:])
-		}
-	}
-	if i < n && le64(b[n-8:])&asciiMask != 0 {
-		return validRest(b[i:])
-	}
-	return true
+	i := asciiPrefix(b)
+	return i == len(b) || validRest(b[i:])
 }
 
 // validRest reports whether b, which starts on a character boundary, is
