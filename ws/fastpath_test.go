@@ -11,7 +11,7 @@ import (
 // The differential tests of Next's fast path (nextWhole) and of the
 // one-shot validUTF8: every input gives, Next call by Next call, the same
 // events, the same errors and the same receive state with the fast path as
-// with the general path alone (generalOnly), fed whole, byte by byte and in
+// with the general path alone (next), fed whole, byte by byte and in
 // random chunks; and validUTF8 agrees with the incremental UTF8Validator.
 
 // recvState is the receive-side state that the fast path must leave as the
@@ -46,7 +46,6 @@ func snapshot(p *Protocol) recvState {
 func lockstep(t *testing.T, cfg Config, data []byte, chunk func() int) (events int, failed bool) {
 	t.Helper()
 	fast, gen := NewProtocol(cfg), NewProtocol(cfg)
-	gen.generalOnly = true
 	for fed := 0; fed < len(data); {
 		n := len(data) - fed
 		if chunk != nil {
@@ -57,7 +56,7 @@ func lockstep(t *testing.T, cfg Config, data []byte, chunk func() int) (events i
 		fed += n
 		for {
 			fe, ferr := fast.Next()
-			ge, gerr := gen.Next()
+			ge, gerr := gen.next()
 			if (ferr == nil) != (gerr == nil) || (ferr != nil && ferr.Error() != gerr.Error()) {
 				t.Fatalf("event %d: error %v, general path %v", events, ferr, gerr)
 			}
@@ -314,6 +313,30 @@ func TestValidUTF8Lengths(t *testing.T) {
 				want := v.Write(b) && v.Complete()
 				if got := validUTF8(b); got != want {
 					t.Fatalf("%x: validUTF8 %v, validator %v", b, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestASCIIPrefix checks asciiPrefix's contract for every length up to 200
+// and a byte >= 0x80 at every position (or none): b[:i] is ASCII, and the
+// first such byte is within 32 bytes after i.
+func TestASCIIPrefix(t *testing.T) {
+	buf := make([]byte, 208)
+	for n := 0; n <= 200; n++ {
+		for at := -1; at < n; at++ {
+			for off := 0; off < 8; off += 7 { // also at an odd address
+				b := buf[off : off+n]
+				for i := range b {
+					b[i] = 'a' + byte(i%26)
+				}
+				if at >= 0 {
+					b[at] = 0x80 | byte(at)
+				}
+				i := asciiPrefix(b)
+				if at < 0 && i != n || at >= 0 && (i > at || at-i >= 32) {
+					t.Fatalf("len %d, byte >= 0x80 at %d: asciiPrefix %d", n, at, i)
 				}
 			}
 		}

@@ -174,9 +174,6 @@ type Protocol struct {
 	// wholeMax is the largest payload nextWhole may take: the smaller of
 	// the limits that are on, capped at 0xFFFF (the 16-bit length).
 	wholeMax int
-	// generalOnly turns nextWhole off, so that the differential tests can
-	// hold its events against those of the general path.
-	generalOnly bool
 }
 
 // NewProtocol returns a Protocol configured by cfg.
@@ -366,16 +363,7 @@ func (p *Protocol) Next() (Event, error) {
 	if p.fl != nil {
 		p.fl.releaseOut()
 	}
-	if st := p.State(); st == StateClosed || st == StateCloseReceived {
-		if err := p.Err(); err != nil {
-			return Event{}, err
-		}
-		return Event{}, ErrClosed
-	}
-	if p.inflating {
-		return p.nextInflated()
-	}
-	if !p.inFrame && !p.msgOpen && !p.generalOnly {
+	if st := p.State(); (st == StateOpen || st == StateCloseSent) && !p.inFrame && !p.msgOpen && !p.inflating {
 		if op, payload, ok := p.nextWhole(); ok {
 			if op == OpText && !validUTF8(payload) {
 				// Leave the state as the general path does: in the
@@ -386,6 +374,24 @@ func (p *Protocol) Next() (Event, error) {
 			}
 			return Event{Kind: EventMessage, Op: op, Payload: payload, Fin: true}, nil
 		}
+	}
+	return p.next()
+}
+
+// next is Next without the fast path: every frame goes through the general
+// rules. The differential tests call it directly.
+func (p *Protocol) next() (Event, error) {
+	if p.fl != nil {
+		p.fl.releaseOut()
+	}
+	if st := p.State(); st == StateClosed || st == StateCloseReceived {
+		if err := p.Err(); err != nil {
+			return Event{}, err
+		}
+		return Event{}, ErrClosed
+	}
+	if p.inflating {
+		return p.nextInflated()
 	}
 	for {
 		if !p.inFrame {
@@ -889,26 +895,13 @@ func (p *Protocol) appendClose(dst []byte, code StatusCode, reason string) []byt
 // capacity check for header and payload.
 func (p *Protocol) appendFrame(dst []byte, fin bool, op Opcode, payload []byte) []byte {
 	n := len(payload)
+	client := p.role == RoleClient
+	if n > 0xFFFF || (client && n > 16<<10) {
+		return p.appendLargeFrame(dst, fin, op, payload)
+	}
 	b0 := byte(op & 0xF)
 	if fin {
 		b0 |= bitFin
-	}
-	client := p.role == RoleClient
-	if n > 0xFFFF || (client && n > 16<<10) {
-		h := Header{Fin: fin, Op: op, Length: int64(n)}
-		if !client {
-			return append(AppendHeader(dst, h), payload...)
-		}
-		// For large payloads memmove and an in-place mask measured
-		// faster than the one-pass maskCopy (BenchmarkRoundTrip/large).
-		k32 := p.maskKey()
-		h.Masked = true
-		binary.LittleEndian.PutUint32(h.Mask[:], k32)
-		dst = AppendHeader(dst, h)
-		start := len(dst)
-		dst = append(dst, payload...)
-		maskWords(dst[start:], k32)
-		return dst
 	}
 	hs := 2
 	if n > 125 {
@@ -938,32 +931,23 @@ func (p *Protocol) appendFrame(dst []byte, fin bool, op Opcode, payload []byte) 
 	return dst
 }
 
-// maskCopy sets dst to src XORed with the masking key k32 (RFC 6455 §5.3;
-// read little-endian from the key bytes, as maskWords takes it): a copy
-// and a mask in one pass. dst must be as long as src.
-func maskCopy(dst, src []byte, k32 uint32) {
-	n := len(src)
-	dst = dst[:n]
-	k64 := uint64(k32) | uint64(k32)<<32
-	i := 0
-	for ; i+32 <= n; i += 32 {
-		d, s := dst[i:i+32:i+32], src[i:i+32:i+32]
-		binary.LittleEndian.PutUint64(d[0:], binary.LittleEndian.Uint64(s[0:])^k64)
-		binary.LittleEndian.PutUint64(d[8:], binary.LittleEndian.Uint64(s[8:])^k64)
-		binary.LittleEndian.PutUint64(d[16:], binary.LittleEndian.Uint64(s[16:])^k64)
-		binary.LittleEndian.PutUint64(d[24:], binary.LittleEndian.Uint64(s[24:])^k64)
+// appendLargeFrame is appendFrame for a payload longer than 0xFFFF bytes,
+// or a client's longer than 16 KiB.
+func (p *Protocol) appendLargeFrame(dst []byte, fin bool, op Opcode, payload []byte) []byte {
+	h := Header{Fin: fin, Op: op, Length: int64(len(payload))}
+	if p.role != RoleClient {
+		return append(AppendHeader(dst, h), payload...)
 	}
-	for ; i+8 <= n; i += 8 {
-		binary.LittleEndian.PutUint64(dst[i:i+8], binary.LittleEndian.Uint64(src[i:i+8])^k64)
-	}
-	if i+4 <= n {
-		binary.LittleEndian.PutUint32(dst[i:i+4], binary.LittleEndian.Uint32(src[i:i+4])^k32)
-		i += 4
-	}
-	for ; i < n; i++ {
-		dst[i] = src[i] ^ byte(k32)
-		k32 >>= 8
-	}
+	// For large payloads memmove and an in-place mask measured faster
+	// than the one-pass maskCopy (BenchmarkRoundTrip/large).
+	k32 := p.maskKey()
+	h.Masked = true
+	binary.LittleEndian.PutUint32(h.Mask[:], k32)
+	dst = AppendHeader(dst, h)
+	start := len(dst)
+	dst = append(dst, payload...)
+	maskWords(dst[start:], k32)
+	return dst
 }
 
 // newMaskKey returns a masking key. RFC 6455 §5.3 asks for keys that the
