@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// The differential tests of Next's fast path (nextWhole) and of the
+// The differential tests of Next's fast path and of the
 // one-shot validUTF8: every input gives, Next call by Next call, the same
 // events, the same errors and the same receive state with the fast path as
 // with the general path alone (next), fed whole, byte by byte and in
@@ -230,43 +230,54 @@ func TestNextWholeMatchesGeneralPath(t *testing.T) {
 }
 
 // TestNextWholeTaken checks that the fast path is taken where it is meant
-// to be (an unchanged Protocol's events come out of nextWhole): a whole
-// small frame in the buffer, for both roles and at the length encodings'
-// edges, and not for what it leaves to the general path.
+// to be, and only there. It tells the two paths apart by a limit that only
+// the general path sees: maxFrame and maxMsg set to 0 after NewProtocol
+// (which derived wholeMax from the defaults) make the general path fail
+// every data frame with a payload, while the fast path delivers it.
 func TestNextWholeTaken(t *testing.T) {
+	generalOnlyLimits := func(p *Protocol) *Protocol {
+		p.maxFrame, p.maxMsg = 0, 0
+		return p
+	}
 	for _, role := range []Role{RoleServer, RoleClient} {
 		var key []byte
 		if role == RoleServer {
 			key = testKey
 		}
-		for _, n := range []int{0, 1, 7, 8, 125, 126, 127, 4096, 0xFFFF} {
+		for _, n := range []int{1, 7, 8, 125, 126, 127, 4096, 0xFFFF} {
 			for _, op := range []Opcode{OpText, OpBinary} {
-				p := NewProtocol(Config{Role: role})
+				p := generalOnlyLimits(NewProtocol(Config{Role: role}))
 				p.Receive(frame(true, 0, op, key, bytes.Repeat([]byte{'a'}, n)))
-				if _, _, ok := p.nextWhole(); !ok {
-					t.Errorf("%v %v %d bytes: fast path not taken", role, op, n)
+				if ev, err := p.Next(); err != nil || ev.Kind != EventMessage || len(ev.Payload) != n || !ev.Fin {
+					t.Errorf("%v %v %d bytes: fast path not taken: %+v, %v", role, op, n, ev, err)
 				}
 			}
 		}
 		for name, w := range map[string][]byte{
 			"64-bit length": frame(true, 0, OpBinary, key, make([]byte, 0x10000)),
 			"fragment":      frame(false, 0, OpBinary, key, []byte("ab")),
-			"ping":          frame(true, 0, OpPing, key, []byte("ab")),
 			"rsv1":          frame(true, 4, OpBinary, key, []byte("ab")),
-			"incomplete":    frame(true, 0, OpBinary, key, []byte("abc"))[:3],
 		} {
-			p := NewProtocol(Config{Role: role, Deflate: &DeflateParams{}})
+			p := generalOnlyLimits(NewProtocol(Config{Role: role, Deflate: &DeflateParams{}}))
 			p.Receive(w)
-			if _, _, ok := p.nextWhole(); ok || p.r != 0 {
-				t.Errorf("%v %s: fast path taken", role, name)
+			if _, err := p.Next(); err != errFrameTooBig {
+				t.Errorf("%v %s: %v, want the general path's %v", role, name, err, errFrameTooBig)
 			}
 		}
+		// A frame not yet whole (one byte short) is the general path's.
+		p := generalOnlyLimits(NewProtocol(Config{Role: role}))
+		w := frame(true, 0, OpBinary, key, []byte("abc"))
+		p.Receive(w[:len(w)-1])
+		if _, err := p.Next(); err != errFrameTooBig {
+			t.Errorf("%v incomplete frame: %v, want the general path's %v", role, err, errFrameTooBig)
+		}
 	}
-	// Above a limit the general path fails the connection.
+	// wholeMax follows the configured limits: above them the general path
+	// fails the connection.
 	p := NewProtocol(Config{Role: RoleClient, MaxMessageSize: 10})
 	p.Receive(frame(true, 0, OpBinary, nil, make([]byte, 11)))
-	if _, _, ok := p.nextWhole(); ok {
-		t.Error("fast path taken above the message limit")
+	if _, err := p.Next(); err != errMsgTooBig {
+		t.Errorf("above the message limit: %v", err)
 	}
 }
 

@@ -171,7 +171,7 @@ type Protocol struct {
 	spareKey uint32
 	haveKey  bool
 
-	// wholeMax is the largest payload nextWhole may take: the smaller of
+	// wholeMax is the largest payload Next's fast path may take: the smaller of
 	// the limits that are on, capped at 0xFFFF (the 16-bit length).
 	wholeMax int
 }
@@ -363,18 +363,82 @@ func (p *Protocol) Next() (Event, error) {
 	if p.fl != nil {
 		p.fl.releaseOut()
 	}
+	// The fast path, for the commonest frame: a whole uncompressed message
+	// in one frame (FIN set, RSV1-3 clear, OpText or OpBinary) of at most
+	// 0xFFFF bytes (and wholeMax), masked as the role requires (RFC 6455
+	// §5.1), that sits wholly in the buffer while no fragmented message is
+	// open (§5.4). Anything else, including every violation, goes to the
+	// general path (next) with nothing consumed, which applies all the
+	// rules. The fast path consumes the frame, unmasks the payload in
+	// place, validates text and leaves the Protocol in the state the
+	// general path would leave it in after the frame.
 	if st := p.State(); (st == StateOpen || st == StateCloseSent) && !p.inFrame && !p.msgOpen && !p.inflating {
-		if op, payload, ok := p.nextWhole(); ok {
-			if op == OpText && !validUTF8(payload) {
-				// Leave the state as the general path does: in the
-				// message, the validator where it stopped.
-				p.msgOpen = true
-				p.utf8.Write(payload)
-				return p.fail(errBadUTF8)
-			}
-			return Event{Kind: EventMessage, Op: op, Payload: payload, Fin: true}, nil
+		b := p.buf[p.r:]
+		if len(b) < 2 {
+			goto general
 		}
+		b0, b1 := b[0], b[1]
+		if b0 != bitFin|byte(OpText) && b0 != bitFin|byte(OpBinary) {
+			goto general
+		}
+		masked := b1&bitMask != 0
+		if masked != (p.role == RoleServer) {
+			goto general
+		}
+		l, n := int(b1&0x7F), 2
+		if l >= 126 {
+			// 126: a 16-bit length, minimal only from 126 on (§5.2); 127
+			// (a 64-bit length) is beyond wholeMax.
+			if l == 127 || len(b) < 4 {
+				goto general
+			}
+			l, n = int(binary.BigEndian.Uint16(b[2:])), 4
+			if l < 126 {
+				goto general
+			}
+		}
+		if l > p.wholeMax {
+			goto general
+		}
+		var k32 uint32
+		if masked {
+			if len(b) < n+4 {
+				goto general
+			}
+			k32 = binary.LittleEndian.Uint32(b[n:])
+			n += 4
+		}
+		if len(b)-n < l {
+			goto general
+		}
+		op := Opcode(b0 & 0xF)
+		payload := b[n : n+l : n+l]
+		p.r += n + l
+		// The state the general path leaves, field by field (a composite
+		// Header would be assembled on the stack and copied).
+		h := &p.hdr
+		h.Fin, h.Rsv1, h.Rsv2, h.Rsv3, h.Op, h.Masked = true, false, false, false, op, masked
+		binary.LittleEndian.PutUint32(h.Mask[:], k32)
+		h.Length = int64(l)
+		p.msgOp, p.msgCompressed, p.utf8 = op, false, UTF8Validator{}
+		if p.maxMsg >= 0 {
+			p.msgSize = int64(l)
+		}
+		p.maskPos = 0
+		if masked {
+			maskWords(payload, k32)
+			p.maskPos = l & 3
+		}
+		if op == OpText && !validUTF8(payload) {
+			// Leave the state as the general path does: in the
+			// message, the validator where it stopped.
+			p.msgOpen = true
+			p.utf8.Write(payload)
+			return p.fail(errBadUTF8)
+		}
+		return Event{Kind: EventMessage, Op: op, Payload: payload, Fin: true}, nil
 	}
+general:
 	return p.next()
 }
 
@@ -480,75 +544,6 @@ func (p *Protocol) next() (Event, error) {
 		}
 		return Event{Kind: EventMessage, Op: p.msgOp, Payload: chunk, Fin: fin}, nil
 	}
-}
-
-// nextWhole is Next's fast path for the commonest frame: a whole
-// uncompressed message in one frame (FIN set, RSV1-3 clear, OpText or
-// OpBinary) of at most 0xFFFF bytes, masked as the role requires
-// (RFC 6455 §5.1), within the limits, that sits wholly in the buffer while
-// no fragmented message is open (§5.4). Anything else, including every
-// violation, is left to the general path (ok false, nothing consumed),
-// which applies all the rules. nextWhole consumes the frame, unmasks the
-// payload in place and leaves the Protocol in the state the general path
-// would leave it in after the frame; the caller validates text.
-func (p *Protocol) nextWhole() (op Opcode, payload []byte, ok bool) {
-	b := p.buf[p.r:]
-	if len(b) < 2 {
-		return 0, nil, false
-	}
-	b0, b1 := b[0], b[1]
-	if b0 != bitFin|byte(OpText) && b0 != bitFin|byte(OpBinary) {
-		return 0, nil, false
-	}
-	masked := b1&bitMask != 0
-	if masked != (p.role == RoleServer) {
-		return 0, nil, false
-	}
-	l, n := int(b1&0x7F), 2
-	if l >= 126 {
-		// 126: a 16-bit length, minimal only from 126 on (§5.2); 127
-		// (a 64-bit length) is beyond wholeMax.
-		if l == 127 || len(b) < 4 {
-			return 0, nil, false
-		}
-		l, n = int(binary.BigEndian.Uint16(b[2:])), 4
-		if l < 126 {
-			return 0, nil, false
-		}
-	}
-	if l > p.wholeMax {
-		return 0, nil, false
-	}
-	var k32 uint32
-	if masked {
-		if len(b) < n+4 {
-			return 0, nil, false
-		}
-		k32 = binary.LittleEndian.Uint32(b[n:])
-		n += 4
-	}
-	if len(b)-n < l {
-		return 0, nil, false
-	}
-	op = Opcode(b0 & 0xF)
-	payload = b[n : n+l : n+l]
-	p.r += n + l
-	// The state the general path leaves, field by field (a composite
-	// Header would be assembled on the stack and copied).
-	h := &p.hdr
-	h.Fin, h.Rsv1, h.Rsv2, h.Rsv3, h.Op, h.Masked = true, false, false, false, op, masked
-	binary.LittleEndian.PutUint32(h.Mask[:], k32)
-	h.Length = int64(l)
-	p.msgOp, p.msgCompressed, p.utf8 = op, false, UTF8Validator{}
-	if p.maxMsg >= 0 {
-		p.msgSize = int64(l)
-	}
-	p.maskPos = 0
-	if masked {
-		maskWords(payload, k32)
-		p.maskPos = l & 3
-	}
-	return op, payload, true
 }
 
 // PayloadWanted returns how many more payload bytes the data frame being
