@@ -429,12 +429,14 @@ func (p *Protocol) Next() (Event, error) {
 			maskWords(payload, k32)
 			p.maskPos = l & 3
 		}
-		if op == OpText && !validUTF8(payload) {
-			// Leave the state as the general path does: in the
-			// message, the validator where it stopped.
-			p.msgOpen = true
-			p.utf8.Write(payload)
-			return p.fail(errBadUTF8)
+		if op == OpText {
+			if i := asciiPrefix(payload); i < len(payload) && !validRest(payload[i:]) {
+				// Leave the state as the general path does: in the
+				// message, the validator where it stopped.
+				p.msgOpen = true
+				p.utf8.Write(payload)
+				return p.fail(errBadUTF8)
+			}
 		}
 		return Event{Kind: EventMessage, Op: op, Payload: payload, Fin: true}, nil
 	}
@@ -759,7 +761,39 @@ func (p *Protocol) AppendMessage(dst []byte, op Opcode, payload []byte) ([]byte,
 	if p.fl != nil && len(payload) >= p.fl.threshold {
 		return p.fl.appendCompressed(dst, op, payload, p.role == RoleClient)
 	}
-	return p.appendFrame(dst, true, op, payload), nil
+	n := len(payload)
+	client := p.role == RoleClient
+	if n > 0xFFFF || (client && n > 16<<10) {
+		return p.appendLargeFrame(dst, true, op, payload), nil
+	}
+	// appendFrame's small frame, here without the call: the header in
+	// place, then the payload copied or, for a client, masked on the way.
+	hs := 2
+	if n > 125 {
+		hs = 4
+	}
+	if client {
+		hs += 4
+	}
+	start := len(dst)
+	dst = slices.Grow(dst, hs+n)[:start+hs+n]
+	f := dst[start : start+hs+n : start+hs+n]
+	f[0] = bitFin | byte(op)
+	b1 := byte(n)
+	if n > 125 {
+		b1 = 126
+		binary.BigEndian.PutUint16(f[2:4], uint16(n))
+	}
+	if !client {
+		f[1] = b1
+		copy(f[hs:], payload)
+		return dst, nil
+	}
+	f[1] = b1 | bitMask
+	k32 := p.maskKey()
+	binary.LittleEndian.PutUint32(f[hs-4:hs], k32)
+	maskCopy(f[hs:], payload, k32)
+	return dst, nil
 }
 
 // AppendMessageHeader appends only the header of the frame that
@@ -960,6 +994,11 @@ func (p *Protocol) maskKey() uint32 {
 		p.haveKey = false
 		return p.spareKey
 	}
+	return p.drawKeys()
+}
+
+// drawKeys is maskKey's draw: it returns one key and keeps the other.
+func (p *Protocol) drawKeys() uint32 {
 	k := rand.Uint64()
 	p.spareKey, p.haveKey = uint32(k>>32), true
 	return uint32(k)
