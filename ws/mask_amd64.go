@@ -18,10 +18,9 @@ func maskWords(b []byte, k32 uint32) {
 
 // maskCopy sets dst to src XORed with the masking key k32 (RFC 6455 §5.3;
 // as maskWords takes it): a copy and a mask in one pass. dst must be at
-// least as long as src.
+// least as long as src (dst[:len(src)] must not panic).
 func maskCopy(dst, src []byte, k32 uint32) {
 	if len(src) > 0 {
-		_ = dst[len(src)-1]
-		maskXOR(&dst[0], &src[0], len(src), k32)
+		maskXOR(&dst[:len(src)][0], &src[0], len(src), k32)
 	}
 }
