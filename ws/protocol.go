@@ -761,39 +761,7 @@ func (p *Protocol) AppendMessage(dst []byte, op Opcode, payload []byte) ([]byte,
 	if p.fl != nil && len(payload) >= p.fl.threshold {
 		return p.fl.appendCompressed(dst, op, payload, p.role == RoleClient)
 	}
-	n := len(payload)
-	client := p.role == RoleClient
-	if n > 0xFFFF || (client && n > 16<<10) {
-		return p.appendLargeFrame(dst, true, op, payload), nil
-	}
-	// appendFrame's small frame, here without the call: the header in
-	// place, then the payload copied or, for a client, masked on the way.
-	hs := 2
-	if n > 125 {
-		hs = 4
-	}
-	if client {
-		hs += 4
-	}
-	start := len(dst)
-	dst = slices.Grow(dst, hs+n)[:start+hs+n]
-	f := dst[start : start+hs+n : start+hs+n]
-	f[0] = bitFin | byte(op)
-	b1 := byte(n)
-	if n > 125 {
-		b1 = 126
-		binary.BigEndian.PutUint16(f[2:4], uint16(n))
-	}
-	if !client {
-		f[1] = b1
-		copy(f[hs:], payload)
-		return dst, nil
-	}
-	f[1] = b1 | bitMask
-	k32 := p.maskKey()
-	binary.LittleEndian.PutUint32(f[hs-4:hs], k32)
-	maskCopy(f[hs:], payload, k32)
-	return dst, nil
+	return p.appendFrame(dst, true, op, payload), nil
 }
 
 // AppendMessageHeader appends only the header of the frame that
