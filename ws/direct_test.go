@@ -3,6 +3,7 @@ package ws
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"math/rand/v2"
 	"net"
@@ -331,7 +332,7 @@ func TestMaskCopy(t *testing.T) {
 		want := append([]byte(nil), src...)
 		maskRef(key, 0, want)
 		got := make([]byte, n)
-		maskCopy(got, src, key)
+		maskCopy(got, src, binary.LittleEndian.Uint32(key[:]))
 		if !bytes.Equal(got, want) {
 			t.Fatalf("n=%d: maskCopy differs from the reference", n)
 		}

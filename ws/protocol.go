@@ -166,6 +166,14 @@ type Protocol struct {
 
 	// message being sent with AppendFrame
 	outOpen bool
+	// spareKey is a masking key drawn with the last one (haveKey): one
+	// random 64-bit number makes two keys (maskKey).
+	spareKey uint32
+	haveKey  bool
+
+	// wholeMax is the largest payload Next's fast path may take: the smaller of
+	// the limits that are on, capped at 0xFFFF (the 16-bit length).
+	wholeMax int
 }
 
 // NewProtocol returns a Protocol configured by cfg.
@@ -184,6 +192,12 @@ func NewProtocol(cfg Config) *Protocol {
 	}
 	if p.bufHint <= 0 {
 		p.bufHint = defaultReadBufferSize
+	}
+	p.wholeMax = 0xFFFF
+	for _, l := range [2]int64{p.maxFrame, p.maxMsg} {
+		if l >= 0 && l < int64(p.wholeMax) {
+			p.wholeMax = int(l)
+		}
 	}
 	if cfg.Deflate != nil {
 		p.fl = newDeflateState(cfg.Role, *cfg.Deflate, cfg.Compression)
@@ -223,11 +237,14 @@ func (p *Protocol) Receive(data []byte) {
 		return
 	}
 	if p.r > 0 {
-		if p.r == len(p.buf) && cap(p.buf) > 1<<20 && len(data) < cap(p.buf)/4 {
-			p.buf = nil // do not keep a buffer grown by one huge Receive
-		} else {
+		switch {
+		case p.r < len(p.buf):
 			n := copy(p.buf, p.buf[p.r:])
 			p.buf = p.buf[:n]
+		case cap(p.buf) > 1<<20 && len(data) < cap(p.buf)/4:
+			p.buf = nil // do not keep a buffer grown by one huge Receive
+		default:
+			p.buf = p.buf[:0] // all processed: nothing to move
 		}
 		p.r = 0
 	}
@@ -343,6 +360,93 @@ var (
 // had not sent Close itself (State is StateCloseReceived), with AppendClose
 // (RFC 6455 §5.5.1: echo the status code).
 func (p *Protocol) Next() (Event, error) {
+	if p.fl != nil {
+		p.fl.releaseOut()
+	}
+	// The fast path, for the commonest frame: a whole uncompressed message
+	// in one frame (FIN set, RSV1-3 clear, OpText or OpBinary) of at most
+	// 0xFFFF bytes (and wholeMax), masked as the role requires (RFC 6455
+	// §5.1), that sits wholly in the buffer while no fragmented message is
+	// open (§5.4). Anything else, including every violation, goes to the
+	// general path (next) with nothing consumed, which applies all the
+	// rules. The fast path consumes the frame, unmasks the payload in
+	// place, validates text and leaves the Protocol in the state the
+	// general path would leave it in after the frame.
+	if st := p.State(); (st == StateOpen || st == StateCloseSent) && !p.inFrame && !p.msgOpen && !p.inflating {
+		b := p.buf[p.r:]
+		if len(b) < 2 {
+			goto general
+		}
+		b0, b1 := b[0], b[1]
+		if b0 != bitFin|byte(OpText) && b0 != bitFin|byte(OpBinary) {
+			goto general
+		}
+		masked := b1&bitMask != 0
+		if masked != (p.role == RoleServer) {
+			goto general
+		}
+		l, n := int(b1&0x7F), 2
+		if l >= 126 {
+			// 126: a 16-bit length, minimal only from 126 on (§5.2); 127
+			// (a 64-bit length) is beyond wholeMax.
+			if l == 127 || len(b) < 4 {
+				goto general
+			}
+			l, n = int(binary.BigEndian.Uint16(b[2:])), 4
+			if l < 126 {
+				goto general
+			}
+		}
+		if l > p.wholeMax {
+			goto general
+		}
+		var k32 uint32
+		if masked {
+			if len(b) < n+4 {
+				goto general
+			}
+			k32 = binary.LittleEndian.Uint32(b[n:])
+			n += 4
+		}
+		if len(b)-n < l {
+			goto general
+		}
+		op := Opcode(b0 & 0xF)
+		payload := b[n : n+l : n+l]
+		p.r += n + l
+		// The state the general path leaves, field by field (a composite
+		// Header would be assembled on the stack and copied).
+		h := &p.hdr
+		h.Fin, h.Rsv1, h.Rsv2, h.Rsv3, h.Op, h.Masked = true, false, false, false, op, masked
+		binary.LittleEndian.PutUint32(h.Mask[:], k32)
+		h.Length = int64(l)
+		p.msgOp, p.msgCompressed, p.utf8 = op, false, UTF8Validator{}
+		if p.maxMsg >= 0 {
+			p.msgSize = int64(l)
+		}
+		p.maskPos = 0
+		if masked {
+			maskWords(payload, k32)
+			p.maskPos = l & 3
+		}
+		if op == OpText {
+			if i := asciiPrefix(payload); i < len(payload) && !validRest(payload[i:]) {
+				// Leave the state as the general path does: in the
+				// message, the validator where it stopped.
+				p.msgOpen = true
+				p.utf8.Write(payload)
+				return p.fail(errBadUTF8)
+			}
+		}
+		return Event{Kind: EventMessage, Op: op, Payload: payload, Fin: true}, nil
+	}
+general:
+	return p.next()
+}
+
+// next is Next without the fast path: every frame goes through the general
+// rules. The differential tests call it directly.
+func (p *Protocol) next() (Event, error) {
 	if p.fl != nil {
 		p.fl.releaseOut()
 	}
@@ -657,7 +761,7 @@ func (p *Protocol) AppendMessage(dst []byte, op Opcode, payload []byte) ([]byte,
 	if p.fl != nil && len(payload) >= p.fl.threshold {
 		return p.fl.appendCompressed(dst, op, payload, p.role == RoleClient)
 	}
-	return p.appendFrame(dst, Header{Fin: true, Op: op}, payload), nil
+	return p.appendFrame(dst, true, op, payload), nil
 }
 
 // AppendMessageHeader appends only the header of the frame that
@@ -702,7 +806,7 @@ func (p *Protocol) AppendFrame(dst []byte, op Opcode, payload []byte, fin bool) 
 			}
 			return p.AppendClose(dst, 0, "")
 		}
-		return p.appendFrame(dst, Header{Fin: true, Op: op}, payload), nil
+		return p.appendFrame(dst, true, op, payload), nil
 	case op == OpContinuation:
 		if !p.outOpen {
 			return dst, errNoStream
@@ -718,19 +822,19 @@ func (p *Protocol) AppendFrame(dst []byte, op Opcode, payload []byte, fin bool) 
 		return dst, err
 	}
 	p.outOpen = !fin
-	return p.appendFrame(dst, Header{Fin: fin, Op: op}, payload), nil
+	return p.appendFrame(dst, fin, op, payload), nil
 }
 
 // AppendPing appends a Ping frame (RFC 6455 §5.5.2). A payload longer than
 // 125 bytes is truncated.
 func (p *Protocol) AppendPing(dst, payload []byte) []byte {
-	return p.appendFrame(dst, Header{Fin: true, Op: OpPing}, payload[:min(len(payload), MaxControlPayload)])
+	return p.appendFrame(dst, true, OpPing, payload[:min(len(payload), MaxControlPayload)])
 }
 
 // AppendPong appends a Pong frame (RFC 6455 §5.5.3); to answer a Ping pass
 // its payload. A payload longer than 125 bytes is truncated.
 func (p *Protocol) AppendPong(dst, payload []byte) []byte {
-	return p.appendFrame(dst, Header{Fin: true, Op: OpPong}, payload[:min(len(payload), MaxControlPayload)])
+	return p.appendFrame(dst, true, OpPong, payload[:min(len(payload), MaxControlPayload)])
 }
 
 // AppendClose appends a Close frame (RFC 6455 §5.5.1) and records that it
@@ -779,62 +883,94 @@ func (p *Protocol) appendClose(dst []byte, code StatusCode, reason string) []byt
 		binary.BigEndian.PutUint16(b[:], uint16(code))
 		n = 2 + copy(b[2:], reason)
 	}
-	return p.appendFrame(dst, Header{Fin: true, Op: OpClose}, b[:n])
+	return p.appendFrame(dst, true, OpClose, b[:n])
 }
 
 // appendFrame appends a frame carrying payload, masking it with a fresh
-// random key if the Protocol is a client (RFC 6455 §5.3).
-func (p *Protocol) appendFrame(dst []byte, h Header, payload []byte) []byte {
-	h.Length = int64(len(payload))
-	if p.role == RoleClient {
-		h.Masked = true
-		binary.LittleEndian.PutUint32(h.Mask[:], newMaskKey())
+// random key if the Protocol is a client (RFC 6455 §5.3). The header is
+// written in place, with the minimal length encoding (§5.2), behind one
+// capacity check for header and payload.
+func (p *Protocol) appendFrame(dst []byte, fin bool, op Opcode, payload []byte) []byte {
+	n := len(payload)
+	client := p.role == RoleClient
+	if n > 0xFFFF || (client && n > 16<<10) {
+		return p.appendLargeFrame(dst, fin, op, payload)
 	}
-	dst = AppendHeader(dst, h)
-	if !h.Masked {
-		return append(dst, payload...)
+	b0 := byte(op & 0xF)
+	if fin {
+		b0 |= bitFin
+	}
+	hs := 2
+	if n > 125 {
+		hs = 4
+	}
+	if client {
+		hs += 4
 	}
 	start := len(dst)
-	if len(payload) > 16<<10 {
-		// For large payloads memmove and an in-place MaskBytes measured
-		// faster than the one-pass maskCopy (BenchmarkRoundTrip/large).
-		dst = append(dst, payload...)
-		MaskBytes(h.Mask, 0, dst[start:])
+	dst = slices.Grow(dst, hs+n)[:start+hs+n]
+	f := dst[start : start+hs+n : start+hs+n]
+	f[0] = b0
+	b1 := byte(n)
+	if n > 125 {
+		b1 = 126
+		binary.BigEndian.PutUint16(f[2:4], uint16(n))
+	}
+	if !client {
+		f[1] = b1
+		copy(f[hs:], payload)
 		return dst
 	}
-	dst = slices.Grow(dst, len(payload))[:start+len(payload)]
-	maskCopy(dst[start:], payload, h.Mask)
+	f[1] = b1 | bitMask
+	k32 := p.maskKey()
+	binary.LittleEndian.PutUint32(f[hs-4:hs], k32)
+	maskCopy(f[hs:], payload, k32)
 	return dst
 }
 
-// maskCopy sets dst to src XORed with the masking key (RFC 6455 §5.3): a
-// copy and a MaskBytes in one pass. dst must be as long as src.
-func maskCopy(dst, src []byte, key [4]byte) {
-	n := len(src)
-	dst = dst[:n]
-	k32 := binary.LittleEndian.Uint32(key[:])
-	k64 := uint64(k32) | uint64(k32)<<32
-	i := 0
-	for ; i+32 <= n; i += 32 {
-		d, s := dst[i:i+32:i+32], src[i:i+32:i+32]
-		binary.LittleEndian.PutUint64(d[0:], binary.LittleEndian.Uint64(s[0:])^k64)
-		binary.LittleEndian.PutUint64(d[8:], binary.LittleEndian.Uint64(s[8:])^k64)
-		binary.LittleEndian.PutUint64(d[16:], binary.LittleEndian.Uint64(s[16:])^k64)
-		binary.LittleEndian.PutUint64(d[24:], binary.LittleEndian.Uint64(s[24:])^k64)
+// appendLargeFrame is appendFrame for a payload longer than 0xFFFF bytes,
+// or a client's longer than 16 KiB.
+func (p *Protocol) appendLargeFrame(dst []byte, fin bool, op Opcode, payload []byte) []byte {
+	h := Header{Fin: fin, Op: op, Length: int64(len(payload))}
+	if p.role != RoleClient {
+		return append(AppendHeader(dst, h), payload...)
 	}
-	for ; i+8 <= n; i += 8 {
-		binary.LittleEndian.PutUint64(dst[i:i+8], binary.LittleEndian.Uint64(src[i:i+8])^k64)
-	}
-	for ; i < n; i++ {
-		dst[i] = src[i] ^ byte(k32)
-		k32 = k32>>8 | k32<<24
-	}
+	// For large payloads memmove and an in-place mask measured faster
+	// than the one-pass maskCopy (BenchmarkRoundTrip/large).
+	k32 := p.maskKey()
+	h.Masked = true
+	binary.LittleEndian.PutUint32(h.Mask[:], k32)
+	dst = AppendHeader(dst, h)
+	start := len(dst)
+	dst = append(dst, payload...)
+	maskWords(dst[start:], k32)
+	return dst
 }
 
 // newMaskKey returns a masking key. RFC 6455 §5.3 asks for keys that the
 // application cannot predict; math/rand/v2's global generator is a ChaCha8
 // stream seeded by the runtime from the operating system.
 func newMaskKey() uint32 { return rand.Uint32() }
+
+// maskKey returns a masking key for the sending side: the two halves of
+// one number of math/rand/v2's global generator (see newMaskKey), the
+// second kept for the next frame, so that a client draws a random number
+// for every other frame. Each key is still 32 bits of the ChaCha8 stream
+// that nobody else sees (§5.3, §10.3).
+func (p *Protocol) maskKey() uint32 {
+	if p.haveKey {
+		p.haveKey = false
+		return p.spareKey
+	}
+	return p.drawKeys()
+}
+
+// drawKeys is maskKey's draw: it returns one key and keeps the other.
+func (p *Protocol) drawKeys() uint32 {
+	k := rand.Uint64()
+	p.spareKey, p.haveKey = uint32(k>>32), true
+	return uint32(k)
+}
 
 // AppendPrepared is like PreparedFrame but appends a copy of the frame.
 func (p *Protocol) AppendPrepared(dst []byte, m *PreparedMessage) ([]byte, error) {

@@ -191,8 +191,18 @@ func validTail(t []byte) bool {
 	return true
 }
 
-// validUTF8 reports whether b is valid UTF-8 (one shot).
+// validUTF8 reports whether b is valid UTF-8 (one shot). All-ASCII text,
+// the usual case, is checked a block at a time (asciiPrefix); the full
+// validator takes over at the first block with a byte >= 0x80 (all bytes
+// before it are ASCII, so it starts on a character).
 func validUTF8(b []byte) bool {
-	var v UTF8Validator
-	return v.Write(b) && v.Complete()
+	i := asciiPrefix(b)
+	return i == len(b) || validRest(b[i:])
+}
+
+// validRest reports whether b, which starts on a character boundary, is
+// valid UTF-8 that does not end inside a sequence.
+func validRest(b []byte) bool {
+	i, ok := validPrefix(b)
+	return ok && i == len(b)
 }

@@ -1,0 +1,26 @@
+//go:build !purego
+
+package ws
+
+// maskXOR sets dst[i] = src[i] ^ byte(key>>(8*(i%4))) for i < n; dst may
+// be src. In mask_amd64.s.
+//
+//go:noescape
+func maskXOR(dst, src *byte, n int, key uint32)
+
+// maskWords XORs b in place with the masking key k32, read little-endian
+// from the 4 key bytes so that its low byte applies to b[0].
+func maskWords(b []byte, k32 uint32) {
+	if len(b) > 0 {
+		maskXOR(&b[0], &b[0], len(b), k32)
+	}
+}
+
+// maskCopy sets dst to src XORed with the masking key k32 (RFC 6455 §5.3;
+// as maskWords takes it): a copy and a mask in one pass. dst must be at
+// least as long as src (dst[:len(src)] must not panic).
+func maskCopy(dst, src []byte, k32 uint32) {
+	if len(src) > 0 {
+		maskXOR(&dst[:len(src)][0], &src[0], len(src), k32)
+	}
+}

@@ -1,0 +1,116 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// func maskXOR(dst, src *byte, n int, key uint32)
+//
+// dst[i] = src[i] ^ key byte (i mod 4), key read little-endian (its low
+// byte applies to src[0]), for i < n; dst may be src (in place). SSE2,
+// which every amd64 CPU has. From 16 bytes on: 16 bytes at a time (64 from
+// 256 bytes on, while 64 are left), and the
+// last 16 bytes, loaded before the loop (so that in place they are still
+// the input) and masked with the key turned to their offset, are stored
+// last over the end. Below 16 bytes the same with 8, then 4 bytes, and the
+// last 0-3 bytes one by one. Few branches depend on n, which varies from
+// frame to frame.
+TEXT ·maskXOR(SB), NOSPLIT, $0-28
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVL key+24(FP), AX
+	// BX: the key turned to offset n (mod 4), for the words that end at n.
+	MOVL AX, BX
+	MOVQ CX, R9
+	ANDQ $3, CX
+	SHLQ $3, CX
+	RORL CX, BX
+	MOVQ R9, CX
+	CMPQ CX, $16
+	JB   small
+
+	MOVQ       AX, X0
+	PSHUFD     $0, X0, X0
+	MOVQ       BX, X6
+	PSHUFD     $0, X6, X6
+	MOVOU      -16(SI)(CX*1), X5
+	PXOR       X6, X5
+	CMPQ       CX, $256
+	JB         loop16
+
+loop64:
+	MOVOU 0(SI), X1
+	MOVOU 16(SI), X2
+	MOVOU 32(SI), X3
+	MOVOU 48(SI), X4
+	PXOR  X0, X1
+	PXOR  X0, X2
+	PXOR  X0, X3
+	PXOR  X0, X4
+	MOVOU X1, 0(DI)
+	MOVOU X2, 16(DI)
+	MOVOU X3, 32(DI)
+	MOVOU X4, 48(DI)
+	ADDQ  $64, SI
+	ADDQ  $64, DI
+	SUBQ  $64, CX
+	CMPQ  CX, $64
+	JAE   loop64
+	CMPQ  CX, $16
+	JB    last16
+
+loop16:
+	MOVOU 0(SI), X1
+	PXOR  X0, X1
+	MOVOU X1, 0(DI)
+	ADDQ  $16, SI
+	ADDQ  $16, DI
+	SUBQ  $16, CX
+	CMPQ  CX, $16
+	JAE   loop16
+
+last16:
+	MOVOU X5, -16(DI)(CX*1)
+	RET
+
+small:
+	CMPQ CX, $8
+	JB   small4
+	MOVQ AX, DX
+	SHLQ $32, DX
+	ORQ  AX, DX
+	MOVQ BX, R8
+	SHLQ $32, R8
+	ORQ  BX, R8
+	MOVQ -8(SI)(CX*1), R10
+	XORQ R8, R10
+	MOVQ 0(SI), R11
+	XORQ DX, R11
+	MOVQ R11, 0(DI)
+	MOVQ R10, -8(DI)(CX*1)
+	RET
+
+small4:
+	CMPQ CX, $4
+	JB   bytes
+	MOVL -4(SI)(CX*1), R10
+	XORL BX, R10
+	MOVL 0(SI), R11
+	XORL AX, R11
+	MOVL R11, 0(DI)
+	MOVL R10, -4(DI)(CX*1)
+	RET
+
+bytes:
+	TESTQ CX, CX
+	JE    done
+	MOVB  0(SI), R10
+	XORB  AX, R10
+	MOVB  R10, 0(DI)
+	INCQ  SI
+	INCQ  DI
+	SHRL  $8, AX
+	DECQ  CX
+	JMP   bytes
+
+done:
+	RET
