@@ -315,3 +315,29 @@ func TestHubIdleChurnLeavesNoSleepers(t *testing.T) {
 	}
 	h.publish(testEntry(0, 0)) // wakes nobody, and does not trip on a stale entry
 }
+
+// TestHubSleepAfterLeave: a follower whose reader sleeps after leave (it
+// checked its done channel just before the leaver closed it and left) is
+// not registered again: it stayed in the sleepers, with its session, until
+// the next publish (a stale sleeper per such race on a quiet bus).
+func TestHubSleepAfterLeave(t *testing.T) {
+	h := newHub(1024, 1<<20)
+	f := newFollower(h)
+	h.join(f)
+	h.leave(f)
+	if !h.sleep(f, h.head.Load()) {
+		t.Fatal("sleep after leave: the follower must wait for its done channel")
+	}
+	if n := h.sleeperCount(); n != 0 {
+		t.Fatalf("%d sleepers after a sleep that followed leave", n)
+	}
+	// Its reader, in next, then returns as soon as done is closed.
+	done := make(chan struct{})
+	close(done)
+	if _, err := f.next(context.Background(), done, nil, nil, 1, 1<<20); err != errStopped {
+		t.Fatalf("next after leave: %v", err)
+	}
+	if n := h.sleeperCount(); n != 0 {
+		t.Fatalf("%d sleepers", n)
+	}
+}

@@ -49,8 +49,9 @@ type follower struct {
 	maxBytes int64
 	// wake receives a token when the follower sleeps and a message arrives.
 	wake     chan struct{}
-	idx      int // position in hub.followers (under hub.mu)
-	sleepIdx int // position in hub.sleepers, -1 when not there (under hub.mu)
+	idx      int  // position in hub.followers (under hub.mu)
+	sleepIdx int  // position in hub.sleepers, -1 when not there (under hub.mu)
+	left     bool // hub.leave was called: never a sleeper again (under hub.mu)
 	// onCut, when set, lets the hub cut the follower as soon as the bounds
 	// release an entry it still needs (hub.cutBehind): cut is set, it
 	// leaves the log, and onCut is called (outside the hub's lock; it must
