@@ -30,6 +30,15 @@ type Budget struct {
 	used    atomic.Int64
 	peak    atomic.Int64
 	refused atomic.Uint64
+
+	// OnDrained: the hook, and the most held since its last call.
+	drained atomic.Pointer[drainHook]
+	mark    atomic.Int64
+}
+
+type drainHook struct {
+	high, low int64
+	f         func(peak int64)
 }
 
 // BudgetFree is the part of each message a Budget does not count: messages
@@ -83,20 +92,52 @@ func (b *Budget) acquire(n int64) bool {
 			return false
 		}
 		if b.used.CompareAndSwap(cur, next) {
-			for {
-				p := b.peak.Load()
-				if next <= p || b.peak.CompareAndSwap(p, next) {
-					return true
-				}
+			raise(&b.peak, next)
+			if b.drained.Load() != nil {
+				raise(&b.mark, next)
 			}
+			return true
+		}
+	}
+}
+
+// raise sets v to n if n is larger.
+func raise(v *atomic.Int64, n int64) {
+	for {
+		p := v.Load()
+		if n <= p || v.CompareAndSwap(p, n) {
+			return
 		}
 	}
 }
 
 func (b *Budget) release(n int64) {
-	if b != nil && n > 0 {
-		b.used.Add(-n)
+	if b == nil || n <= 0 {
+		return
 	}
+	used := b.used.Add(-n)
+	if d := b.drained.Load(); d != nil && used <= d.low {
+		if m := b.mark.Load(); m >= d.high && b.mark.CompareAndSwap(m, used) {
+			d.f(m)
+		}
+	}
+}
+
+// OnDrained makes the Budget call f each time the bytes held fall to low or
+// below after they reached high or more since the previous call (or since
+// OnDrained): a burst of large messages is over, and f gets the most that
+// was held during it. f runs on the goroutine that gave the last bytes back
+// (a reader, or Close), once per burst however many goroutines release at
+// the same moment; it must not block. A server can use it to hand the
+// burst's memory back to the operating system (see Memory in the package
+// documentation). A later call replaces the hook; f nil removes it.
+func (b *Budget) OnDrained(high, low int64, f func(peak int64)) {
+	if f == nil {
+		b.drained.Store(nil)
+		return
+	}
+	b.mark.Store(b.used.Load())
+	b.drained.Store(&drainHook{high: high, low: low, f: f})
 }
 
 // errBusy fails a connection whose message would exceed the Budget.

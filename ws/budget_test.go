@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -531,4 +532,70 @@ func TestReaderCompressedLimit(t *testing.T) {
 	}
 	c.CloseNow()
 	waitInUse(t, budget, 0)
+}
+
+// TestBudgetOnDrained: the hook runs once per burst that reached high, when
+// the bytes held fall to low, with the burst's peak; a burst that stays
+// below high, or a fall that stops above low, calls nothing.
+func TestBudgetOnDrained(t *testing.T) {
+	b := NewBudget(0)
+	var peaks []int64
+	b.OnDrained(100, 10, func(p int64) { peaks = append(peaks, p) })
+	b.acquire(60)
+	b.acquire(30)
+	b.release(90) // peak 90 < high: no call
+	b.acquire(70)
+	b.acquire(50)
+	b.release(50) // 70 held: above low
+	b.acquire(40)
+	b.release(105) // 5 held: the burst of 120 is over
+	b.release(5)   // nothing new
+	if len(peaks) != 1 || peaks[0] != 120 {
+		t.Fatalf("calls %v, want one with the peak 120", peaks)
+	}
+	b.acquire(200)
+	b.release(200)
+	if len(peaks) != 2 || peaks[1] != 200 {
+		t.Fatalf("calls %v, want a second with 200", peaks)
+	}
+	b.OnDrained(0, 0, nil)
+	b.acquire(200)
+	b.release(200)
+	if len(peaks) != 2 {
+		t.Fatalf("calls %v after the hook was removed", peaks)
+	}
+}
+
+// TestBudgetOnDrainedConcurrent: readers that release at the same moment
+// call the hook once per burst, never twice for the same bytes.
+func TestBudgetOnDrainedConcurrent(t *testing.T) {
+	b := NewBudget(0)
+	var calls atomic.Int64
+	b.OnDrained(1000, 0, func(p int64) {
+		if p < 1000 {
+			t.Errorf("called with peak %d < high", p)
+		}
+		calls.Add(1)
+	})
+	for round := range 50 {
+		var ready, done sync.WaitGroup
+		start := make(chan struct{})
+		for range 8 {
+			ready.Add(1)
+			done.Add(1)
+			b.acquire(200)
+			go func() {
+				defer done.Done()
+				ready.Done()
+				<-start
+				b.release(200)
+			}()
+		}
+		ready.Wait()
+		close(start)
+		done.Wait()
+		if got := calls.Load(); got != int64(round+1) {
+			t.Fatalf("after %d bursts of 1600 bytes, %d calls", round+1, got)
+		}
+	}
 }
