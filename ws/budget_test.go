@@ -534,35 +534,38 @@ func TestReaderCompressedLimit(t *testing.T) {
 	waitInUse(t, budget, 0)
 }
 
-// TestBudgetOnDrained: the hook runs once per burst that reached high, when
-// the bytes held fall to low, with the burst's peak; a burst that stays
-// below high, or a fall that stops above low, calls nothing.
+// TestBudgetOnDrained: the hook runs when the bytes held fall to low after
+// at least high bytes were charged since its last call, with those bytes; a
+// burst that charged less, or a fall that stops above low, calls nothing.
 func TestBudgetOnDrained(t *testing.T) {
 	b := NewBudget(0)
-	var peaks []int64
-	b.OnDrained(100, 10, func(p int64) { peaks = append(peaks, p) })
+	var calls []int64
+	b.OnDrained(100, 10, func(c int64) { calls = append(calls, c) })
 	b.acquire(60)
 	b.acquire(30)
-	b.release(90) // peak 90 < high: no call
+	b.release(90) // 90 charged < high: no call
 	b.acquire(70)
 	b.acquire(50)
 	b.release(50) // 70 held: above low
 	b.acquire(40)
-	b.release(105) // 5 held: the burst of 120 is over
-	b.release(5)   // nothing new
-	if len(peaks) != 1 || peaks[0] != 120 {
-		t.Fatalf("calls %v, want one with the peak 120", peaks)
+	b.release(105) // 5 held, 250 charged: the burst is over
+	b.release(5)   // nothing charged since
+	if c := b.Charged(); c != 250 {
+		t.Fatalf("Charged %d, want 250", c)
+	}
+	if len(calls) != 1 || calls[0] != 250 {
+		t.Fatalf("calls %v, want one with 250 bytes", calls)
 	}
 	b.acquire(200)
 	b.release(200)
-	if len(peaks) != 2 || peaks[1] != 200 {
-		t.Fatalf("calls %v, want a second with 200", peaks)
+	if len(calls) != 2 || calls[1] != 200 {
+		t.Fatalf("calls %v, want a second with 200", calls)
 	}
 	b.OnDrained(0, 0, nil)
 	b.acquire(200)
 	b.release(200)
-	if len(peaks) != 2 {
-		t.Fatalf("calls %v after the hook was removed", peaks)
+	if len(calls) != 2 {
+		t.Fatalf("calls %v after the hook was removed", calls)
 	}
 }
 
@@ -571,9 +574,9 @@ func TestBudgetOnDrained(t *testing.T) {
 func TestBudgetOnDrainedConcurrent(t *testing.T) {
 	b := NewBudget(0)
 	var calls atomic.Int64
-	b.OnDrained(1000, 0, func(p int64) {
-		if p < 1000 {
-			t.Errorf("called with peak %d < high", p)
+	b.OnDrained(1000, 0, func(c int64) {
+		if c != 1600 {
+			t.Errorf("called with %d bytes charged, want the burst's 1600", c)
 		}
 		calls.Add(1)
 	})
