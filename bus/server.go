@@ -76,6 +76,7 @@ type Server struct {
 	m        *metrics
 	greeting *ws.PreparedMessage
 	inflight *ws.Budget // Options.MaxInflightBytes, shared by every connection
+	mem      memRelease // returning a burst's memory to the OS (memrelease.go)
 
 	fileLimit uint64       // the open-file limit at New, 0 when unknown
 	conns     atomic.Int64 // connections upgrading or upgraded (max_connections)
@@ -127,6 +128,7 @@ func New(opts Options) (*Server, error) {
 		sessions:  make(map[*session]struct{}),
 	}
 	s.live.Store(newLive(o))
+	s.inflight.OnDrained(releaseMinBurst, releaseLow, s.onDrained)
 	s.hub.stallAfter.Store(int64(o.WriteTimeout / 10))
 	s.m = newMetrics(s)
 	s.httpSrv = &http.Server{
