@@ -164,9 +164,15 @@
 //   - after a burst, the pools keep the buffers of the burst's peak (the
 //     Budget with its slack, and up to 64 KiB for each connection that was
 //     busy at that moment) until the garbage collector empties them, in two
-//     cycles; an idle process runs a cycle every two minutes, so its RSS
-//     falls back within minutes, while each connection is back to its idle
-//     figure at once.
+//     cycles, and the runtime returns the freed pages to the OS gradually;
+//     an idle process runs a cycle every two minutes, so its RSS falls back
+//     within minutes, while each connection is back to its idle figure at
+//     once. Budget.OnDrained tells a server when a burst is over, so that
+//     it can collect twice and return the pages at once
+//     (runtime/debug.FreeOSMemory), as the ovbus bus does. The pools are
+//     not made smaller for that: reading 683 KiB messages with the classes
+//     above 64 KiB left to the garbage collector took 2–3 times the CPU
+//     (BenchmarkNextMessageLarge).
 //
 // # Broadcast: PreparedMessage
 //
