@@ -345,6 +345,7 @@ func (h *hub) leave(f *follower) {
 	if f.idx >= 0 && f.idx < len(h.followers) && h.followers[f.idx] == f {
 		h.removeAt(f.idx)
 	}
+	h.shrink()
 	h.mu.Unlock()
 }
 

@@ -341,3 +341,50 @@ func TestHubSleepAfterLeave(t *testing.T) {
 		t.Fatalf("%d sleepers", n)
 	}
 }
+
+// TestHubShrinksAfterPeak: once the followers fall to a quarter of a
+// capacity of shrinkMin or more, the followers and sleepers are
+// reallocated to their size (a slice keeps its capacity otherwise), and
+// the followers left are intact: in place and woken by the next publish.
+func TestHubShrinksAfterPeak(t *testing.T) {
+	h := newHub(1024, 1<<20)
+	fs := make([]*follower, 4*shrinkMin)
+	for i := range fs {
+		fs[i] = newFollower(h)
+		h.join(fs[i])
+		if !h.sleep(fs[i], h.head.Load()) {
+			t.Fatal("sleep on a quiet log")
+		}
+	}
+	const stay = 10
+	for _, f := range fs[stay:] {
+		h.leave(f)
+	}
+	h.mu.Lock()
+	cf, cs, nf, ns := cap(h.followers), cap(h.sleepers), len(h.followers), len(h.sleepers)
+	for i, f := range h.followers {
+		if f.idx != i {
+			t.Errorf("follower at %d has idx %d", i, f.idx)
+		}
+	}
+	for i, f := range h.sleepers {
+		if f.sleepIdx != i {
+			t.Errorf("sleeper at %d has sleepIdx %d", i, f.sleepIdx)
+		}
+	}
+	h.mu.Unlock()
+	if nf != stay || ns != stay {
+		t.Fatalf("%d followers, %d sleepers, want %d", nf, ns, stay)
+	}
+	if cf >= shrinkMin || cs >= shrinkMin {
+		t.Fatalf("capacity %d followers, %d sleepers after %d of %d left: not shrunk", cf, cs, len(fs)-stay, len(fs))
+	}
+	h.publish(&entry{size: 1})
+	for _, f := range fs[:stay] {
+		select {
+		case <-f.wake:
+		default:
+			t.Fatal("a follower that stayed was not woken")
+		}
+	}
+}

@@ -89,6 +89,7 @@ type Server struct {
 
 	mu         sync.Mutex
 	sessions   map[*session]struct{}
+	sessPeak   int // the most sessions since the map was last shrunk (shrink.go)
 	nextID     uint64
 	closes     []CloseInfo // the last recentCloses closed sessions, a ring
 	closesNext int         // where the next one goes
@@ -485,6 +486,7 @@ func (s *Server) addSession(c *session) bool {
 	s.nextID++
 	c.id = s.nextID
 	s.sessions[c] = struct{}{}
+	s.sessPeak = max(s.sessPeak, len(s.sessions))
 	s.wg.Add(2) // the session's reader and writer
 	s.hub.join(c.f)
 	c.wrote(c.f.cursor.Load(), c.f.fetched.Load())
@@ -497,6 +499,7 @@ func (s *Server) removeSession(c *session, ci CloseInfo) {
 	s.mu.Lock()
 	_, ok := s.sessions[c]
 	delete(s.sessions, c)
+	s.sessions, s.sessPeak = shrinkSessions(s.sessions, s.sessPeak)
 	if len(s.closes) < recentCloses {
 		s.closes = append(s.closes, ci)
 		s.closesNext = len(s.closes) % recentCloses
