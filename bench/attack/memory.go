@@ -74,7 +74,24 @@ func setupChurn(fs *flag.FlagSet) func(context.Context, *env, *result) error {
 		if err != nil {
 			return err
 		}
+		// The baseline after a GC too, with /metrics scraped as often as
+		// after each round (each scrape leaves garbage and a pooled gzip
+		// writer), so that both sides hold the same.
+		if *gcWait > 0 {
+			gcs := before.m.sum("go_gc_duration_seconds_count")
+			if _, ok := waitMetric(ctx, s, *gcWait, func(m metricSet) bool {
+				return m.sum("go_gc_duration_seconds_count") > gcs
+			}); ok {
+				sleepCtx(ctx, 200*time.Millisecond)
+				if b, err := takeSnapshot(s); err == nil {
+					before = b
+				}
+			} else {
+				r.note("no GC ran within -gc-wait %v before the churn: the baseline includes garbage", *gcWait)
+			}
+		}
 		r.mib("heap in use before", before.HeapInuse)
+		r.mib("heap objects before", int64(before.m.sum("go_memstats_heap_alloc_bytes")))
 		r.fig("goroutines before", float64(before.Goroutines), "")
 		r.mib("RSS before", before.RSS)
 		var errs errCounts
@@ -163,7 +180,7 @@ func setupChurn(fs *flag.FlagSet) func(context.Context, *env, *result) error {
 		} else {
 			r.fig("first publish after the churn (send to echo)", ms(pub), "ms")
 		}
-		r.note("%d rounds of %d cycles on one server; \"after\": %v after a round's last cycle; \"after the next GC\": once the server's GC count rose (the target is judged on the last round's, when there is one)", *rounds, *n, *settle)
+		r.note("%d rounds of %d cycles on one server; \"before\": once the server's GC count rose after its start; \"after\": %v after a round's last cycle; \"after the next GC\": once the server's GC count rose (the target is judged on the last round's, when there is one)", *rounds, *n, *settle)
 		r.met(collected.HeapInuse <= before.HeapInuse+before.HeapInuse/2+(1<<20) && collected.Goroutines <= before.Goroutines+2 && (gcSeenAll || *gcWait == 0))
 		return nil
 	}
