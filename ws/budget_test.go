@@ -342,6 +342,9 @@ func TestIdleAfterLargeMessage(t *testing.T) {
 			if limit := 16 << 10; !tc.takeover && before > limit || before > limit+64<<10 {
 				t.Errorf("an idle connection holds %d bytes", before)
 			}
+			if d := sv.p.fl; d != nil && cap(d.zbuf) != 0 {
+				t.Errorf("an idle connection holds a compressed-input buffer of %d bytes", cap(d.zbuf))
+			}
 		})
 	}
 }

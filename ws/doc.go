@@ -114,15 +114,15 @@
 // sized (TestIdleAfterLargeMessage measures the first figures):
 //
 //   - idle, between messages: read with NextMessage, a message buffer of
-//     at most 4 KiB; with permessage-deflate also a compressed-input buffer
-//     of at most 4 KiB, and the 32 KiB window (kept in 64 KiB) only when
-//     the peer compresses with context takeover
+//     at most 4 KiB; with permessage-deflate no compressed-input buffer (it
+//     goes back to the pools after every message), and the 32 KiB window
+//     (kept in 64 KiB) only when the peer compresses with context takeover
 //     (AcceptOptions.AllowClientContextTakeover; off by default). The
 //     receive buffer (ReadBufferSize, 32 KiB by default) goes back to a
 //     pool while a plain TCP or Unix socket on Linux waits for its peer
 //     (Protocol.ReleaseReadBuffer); elsewhere (TLS, other systems) it is
-//     kept. So 4 KiB plain, 8 KiB compressed, 72 KiB with the peer's
-//     context takeover (32 KiB more where the receive buffer is kept),
+//     kept. So 4 KiB, compressed or not, 68 KiB with the peer's context
+//     takeover (32 KiB more where the receive buffer is kept),
 //     whatever the connection received before: larger buffers go back to
 //     pools shared by all connections (classes of 4 KiB to 1 MiB) or to
 //     the garbage collector when the message is done with, at the next
