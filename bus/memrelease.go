@@ -90,6 +90,11 @@ func (s *Server) releaseMemory() {
 			}
 		} else if try < releaseTries {
 			continue // the burst goes on
+		} else {
+			// Large messages keep coming: the next drain starts again,
+			// with what is pending.
+			s.mem.running.Store(false)
+			return
 		}
 		s.mem.running.Store(false)
 		if s.mem.pending.Load() == 0 || !s.mem.running.CompareAndSwap(false, true) {
