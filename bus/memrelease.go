@@ -44,7 +44,6 @@ const (
 	releaseQuiet    = 200 * time.Millisecond
 	releaseInterval = time.Second
 	releaseShare    = 50
-	releaseTries    = 50 // quiet periods the releaser waits for before it gives up until the next drain
 )
 
 // memRelease is the state of the releases; the zero value is ready.
@@ -69,7 +68,7 @@ func (s *Server) onDrained(charged int64) {
 // releaseMemory waits for the end of the burst and the rate limit, then
 // releases the memory of the bursts noted meanwhile.
 func (s *Server) releaseMemory() {
-	for try := 0; ; try++ {
+	for {
 		charged := s.inflight.Charged()
 		wait := releaseQuiet
 		if last := s.mem.last.Load(); last != 0 {
@@ -88,19 +87,16 @@ func (s *Server) releaseMemory() {
 			if burst := s.mem.pending.Swap(0); burst > 0 {
 				s.release(burst)
 			}
-		} else if try < releaseTries {
-			continue // the burst goes on
 		} else {
-			// Large messages keep coming: the next drain starts again,
-			// with what is pending.
-			s.mem.running.Store(false)
-			return
+			// The burst goes on: look again after the next quiet period
+			// (a timer every releaseQuiet while large messages keep
+			// coming, nothing once they stop).
+			continue
 		}
 		s.mem.running.Store(false)
 		if s.mem.pending.Load() == 0 || !s.mem.running.CompareAndSwap(false, true) {
 			return
 		}
-		try = 0
 	}
 }
 
