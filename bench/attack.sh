@@ -124,7 +124,7 @@ PY
 	echo '```'
 } >>"$out/attack-$name.md"
 # Paths relative to the checkout, so that the files read the same anywhere.
-sed -i "s|$work/bin/||g; s|$root/||g" "$out/attack-$name.json" "$out/attack-$name.md"
+sed -i "s|$work/bin/||g; s|$root/||g; s|$root|.|g" "$out/attack-$name.json" "$out/attack-$name.md"
 rm -rf "$work/bin"
 log "wrote $out/attack-$name.json and $out/attack-$name.md"
 exit $status

@@ -758,6 +758,48 @@ func TestIdleChurn(t *testing.T) {
 		defer s.hub.mu.Unlock()
 		return len(s.hub.sleepers) == 0 && len(s.hub.followers) == 0
 	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.sessions) != 0 || len(s.closes) > recentCloses {
+		t.Fatalf("%d sessions, %d closes kept after the churn", len(s.sessions), len(s.closes))
+	}
+}
+
+// TestIdleChurnAfterPeak: after more than shrinkMin clients were connected
+// at once and all left, the sessions map and the hub's followers and
+// sleepers are reallocated below their peak (Go maps never shrink), so a
+// quiet bus keeps what its connections need, not what its busiest moment
+// needed (issue 10 item 1). Not timing-based: it waits for the clients to
+// be gone, then looks.
+func TestIdleChurnAfterPeak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 1 100 connections")
+	}
+	s, url := testServer(t, Options{})
+	const peak = shrinkMin + 76
+	cs := make([]*ws.Conn, peak)
+	for i := range cs {
+		cs[i] = dial(t, url, nil)
+	}
+	if n := s.Clients(); n != peak {
+		t.Fatalf("%d clients, want %d", n, peak)
+	}
+	for _, c := range cs {
+		c.CloseNow()
+	}
+	waitFor(t, "every client to be gone", 30*time.Second, func() bool { return s.Clients() == 0 })
+	s.mu.Lock()
+	n, p := len(s.sessions), s.sessPeak
+	s.mu.Unlock()
+	s.hub.mu.Lock()
+	nf, ns, cf, csl := len(s.hub.followers), len(s.hub.sleepers), cap(s.hub.followers), cap(s.hub.sleepers)
+	s.hub.mu.Unlock()
+	if n != 0 || nf != 0 || ns != 0 {
+		t.Fatalf("%d sessions, %d followers, %d sleepers left", n, nf, ns)
+	}
+	if p >= shrinkMin || cf >= shrinkMin || csl >= shrinkMin {
+		t.Fatalf("after a peak of %d: sessions map sized for %d, followers capacity %d, sleepers %d: not shrunk", peak, p, cf, csl)
+	}
 }
 
 // dialStalled connects a client that never reads, with a small fixed

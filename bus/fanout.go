@@ -597,7 +597,10 @@ func (h *hub) join(f *follower) {
 	h.followers = append(h.followers, f)
 }
 
-// leave stops f from holding entries in the log and from being woken.
+// leave stops f from holding entries in the log and from being woken, for
+// good: a sleep after leave (its reader may have checked its done channel
+// just before the leaver closed it) does not register f again, which would
+// keep it, and its session, in the sleepers until the next publish.
 // Both removals are O(1): the last follower (sleeper) takes f's place.
 func (h *hub) leave(f *follower) {
 	h.mu.Lock()
@@ -609,9 +612,11 @@ func (h *hub) leave(f *follower) {
 		h.sleepers = h.sleepers[:last]
 	}
 	f.sleepIdx = -1
+	f.left = true
 	if f.idx >= 0 && f.idx < len(h.followers) && h.followers[f.idx] == f {
 		h.removeAt(f.idx)
 	}
+	h.shrink()
 	h.mu.Unlock()
 }
 
@@ -701,15 +706,17 @@ func (h *hub) fetchRun(cursor uint64) (rn run, lagged bool) {
 // sleep registers f to be woken by the next publish, unless a message
 // arrived after cursor already. It reports whether f must wait for the token.
 // A follower is registered once however often it sleeps (a Follower whose
-// context ends keeps its place), and leave takes it out.
+// context ends keeps its place), and leave takes it out; one that has left
+// is not registered again and waits for its done channel (every leaver
+// closes it first, or stops calling next).
 func (h *hub) sleep(f *follower, cursor uint64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.head.Load() != cursor {
+	if h.head.Load() != cursor && !f.left {
 		return false
 	}
 	f.sleepAt = cursor
-	if f.sleepIdx < 0 {
+	if f.sleepIdx < 0 && !f.left {
 		f.sleepIdx = len(h.sleepers)
 		h.sleepers = append(h.sleepers, f)
 	}

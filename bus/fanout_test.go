@@ -618,3 +618,76 @@ func TestHubFramesOfTheirOwnAmongSmallOnes(t *testing.T) {
 		}
 	}
 }
+
+// TestHubSleepAfterLeave: a follower whose reader sleeps after leave (it
+// checked its done channel just before the leaver closed it and left) is
+// not registered again: it stayed in the sleepers, with its session, until
+// the next publish (a stale sleeper per such race on a quiet bus).
+func TestHubSleepAfterLeave(t *testing.T) {
+	h := newHub(1024, 1<<20)
+	f := newFollower(h)
+	h.join(f)
+	h.leave(f)
+	if !h.sleep(f, h.head.Load()) {
+		t.Fatal("sleep after leave: the follower must wait for its done channel")
+	}
+	if n := h.sleeperCount(); n != 0 {
+		t.Fatalf("%d sleepers after a sleep that followed leave", n)
+	}
+	// Its reader, in next, then returns as soon as done is closed.
+	done := make(chan struct{})
+	close(done)
+	if _, err := f.next(context.Background(), done, nil, nil, 1, 1<<20); err != errStopped {
+		t.Fatalf("next after leave: %v", err)
+	}
+	if n := h.sleeperCount(); n != 0 {
+		t.Fatalf("%d sleepers", n)
+	}
+}
+
+// TestHubShrinksAfterPeak: once the followers fall to a quarter of a
+// capacity of shrinkMin or more, the followers and sleepers are
+// reallocated to their size (a slice keeps its capacity otherwise), and
+// the followers left are intact: in place and woken by the next publish.
+func TestHubShrinksAfterPeak(t *testing.T) {
+	h := newHub(1024, 1<<20)
+	fs := make([]*follower, 4*shrinkMin)
+	for i := range fs {
+		fs[i] = newFollower(h)
+		h.join(fs[i])
+		if !h.sleep(fs[i], h.head.Load()) {
+			t.Fatal("sleep on a quiet log")
+		}
+	}
+	const stay = 10
+	for _, f := range fs[stay:] {
+		h.leave(f)
+	}
+	h.mu.Lock()
+	cf, cs, nf, ns := cap(h.followers), cap(h.sleepers), len(h.followers), len(h.sleepers)
+	for i, f := range h.followers {
+		if f.idx != i {
+			t.Errorf("follower at %d has idx %d", i, f.idx)
+		}
+	}
+	for i, f := range h.sleepers {
+		if f.sleepIdx != i {
+			t.Errorf("sleeper at %d has sleepIdx %d", i, f.sleepIdx)
+		}
+	}
+	h.mu.Unlock()
+	if nf != stay || ns != stay {
+		t.Fatalf("%d followers, %d sleepers, want %d", nf, ns, stay)
+	}
+	if cf >= shrinkMin || cs >= shrinkMin {
+		t.Fatalf("capacity %d followers, %d sleepers after %d of %d left: not shrunk", cf, cs, len(fs)-stay, len(fs))
+	}
+	h.publish(&entry{size: 1})
+	for _, f := range fs[:stay] {
+		select {
+		case <-f.wake:
+		default:
+			t.Fatal("a follower that stayed was not woken")
+		}
+	}
+}

@@ -56,6 +56,7 @@ type follower struct {
 	idx      int    // position in hub.followers (under hub.mu)
 	sleepIdx int    // position in hub.sleepers, -1 when not there (under hub.mu)
 	sleepAt  uint64 // the cursor it sleeps at (under hub.mu)
+	left     bool   // hub.leave was called: never a sleeper again (under hub.mu)
 	// onCut, when set, lets the hub cut the follower as soon as the bounds
 	// release an entry it still needs (hub.cutBehind): cut is set, it
 	// leaves the log, and onCut is called (outside the hub's lock; it must

@@ -76,6 +76,7 @@ type Server struct {
 	m        *metrics
 	greeting *ws.PreparedMessage
 	inflight *ws.Budget // Options.MaxInflightBytes, shared by every connection
+	mem      memRelease // returning a burst's memory to the OS (memrelease.go)
 
 	fileLimit uint64       // the open-file limit at New, 0 when unknown
 	conns     atomic.Int64 // connections upgrading or upgraded (max_connections)
@@ -88,6 +89,7 @@ type Server struct {
 
 	mu         sync.Mutex
 	sessions   map[*session]struct{}
+	sessPeak   int // the most sessions since the map was last shrunk (shrink.go)
 	nextID     uint64
 	closes     []CloseInfo // the last recentCloses closed sessions, a ring
 	closesNext int         // where the next one goes
@@ -127,6 +129,7 @@ func New(opts Options) (*Server, error) {
 		sessions:  make(map[*session]struct{}),
 	}
 	s.live.Store(newLive(o))
+	s.inflight.OnDrained(releaseMinBurst, releaseLow, s.onDrained)
 	s.hub.stallAfter.Store(int64(o.WriteTimeout / 10))
 	s.m = newMetrics(s)
 	s.httpSrv = &http.Server{
@@ -483,6 +486,7 @@ func (s *Server) addSession(c *session) bool {
 	s.nextID++
 	c.id = s.nextID
 	s.sessions[c] = struct{}{}
+	s.sessPeak = max(s.sessPeak, len(s.sessions))
 	s.wg.Add(2) // the session's reader and writer
 	s.hub.join(c.f)
 	c.wrote(c.f.cursor.Load(), c.f.fetched.Load())
@@ -495,6 +499,7 @@ func (s *Server) removeSession(c *session, ci CloseInfo) {
 	s.mu.Lock()
 	_, ok := s.sessions[c]
 	delete(s.sessions, c)
+	s.sessions, s.sessPeak = shrinkSessions(s.sessions, s.sessPeak)
 	if len(s.closes) < recentCloses {
 		s.closes = append(s.closes, ci)
 		s.closesNext = len(s.closes) % recentCloses

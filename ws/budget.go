@@ -29,7 +29,17 @@ type Budget struct {
 	free    int64 // BudgetFree; tests lower it
 	used    atomic.Int64
 	peak    atomic.Int64
+	charged atomic.Int64
 	refused atomic.Uint64
+
+	// OnDrained: the hook, and charged at its last call.
+	drained atomic.Pointer[drainHook]
+	mark    atomic.Int64
+}
+
+type drainHook struct {
+	high, low int64
+	f         func(charged int64)
 }
 
 // BudgetFree is the part of each message a Budget does not count: messages
@@ -60,6 +70,16 @@ func (b *Budget) InUse() int64 {
 	return b.used.Load()
 }
 
+// Charged returns the bytes charged since NewBudget: a counter that only
+// grows, so that an unchanged value over an interval means that no message
+// longer than BudgetFree started or grew during it.
+func (b *Budget) Charged() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.charged.Load()
+}
+
 // Refused returns how many messages were refused because the Budget was
 // exhausted: each one closed its connection with 1013.
 func (b *Budget) Refused() uint64 {
@@ -83,6 +103,7 @@ func (b *Budget) acquire(n int64) bool {
 			return false
 		}
 		if b.used.CompareAndSwap(cur, next) {
+			b.charged.Add(n)
 			for {
 				p := b.peak.Load()
 				if next <= p || b.peak.CompareAndSwap(p, next) {
@@ -94,9 +115,34 @@ func (b *Budget) acquire(n int64) bool {
 }
 
 func (b *Budget) release(n int64) {
-	if b != nil && n > 0 {
-		b.used.Add(-n)
+	if b == nil || n <= 0 {
+		return
 	}
+	used := b.used.Add(-n)
+	if d := b.drained.Load(); d != nil && used <= d.low {
+		c, m := b.charged.Load(), b.mark.Load()
+		if c-m >= d.high && b.mark.CompareAndSwap(m, c) {
+			d.f(c - m)
+		}
+	}
+}
+
+// OnDrained makes the Budget call f each time the bytes held fall to low or
+// below after at least high bytes were charged since the previous call (or
+// since OnDrained): a burst of large messages, however many were read at
+// once, may be over, and f gets the bytes charged during it. f runs on the
+// goroutine that gave the bytes back (a reader, or Close), once however
+// many goroutines release at the same moment; it must not block. A server
+// can use it to hand the burst's memory back to the operating system (see
+// Memory in the package documentation). A later call replaces the hook; f
+// nil removes it.
+func (b *Budget) OnDrained(high, low int64, f func(charged int64)) {
+	if f == nil {
+		b.drained.Store(nil)
+		return
+	}
+	b.mark.Store(b.charged.Load())
+	b.drained.Store(&drainHook{high: high, low: low, f: f})
 }
 
 // errBusy fails a connection whose message would exceed the Budget.

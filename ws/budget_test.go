@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -341,6 +342,9 @@ func TestIdleAfterLargeMessage(t *testing.T) {
 			if limit := 16 << 10; !tc.takeover && before > limit || before > limit+64<<10 {
 				t.Errorf("an idle connection holds %d bytes", before)
 			}
+			if d := sv.p.fl; d != nil && cap(d.zbuf) != 0 {
+				t.Errorf("an idle connection holds a compressed-input buffer of %d bytes", cap(d.zbuf))
+			}
 		})
 	}
 }
@@ -531,4 +535,73 @@ func TestReaderCompressedLimit(t *testing.T) {
 	}
 	c.CloseNow()
 	waitInUse(t, budget, 0)
+}
+
+// TestBudgetOnDrained: the hook runs when the bytes held fall to low after
+// at least high bytes were charged since its last call, with those bytes; a
+// burst that charged less, or a fall that stops above low, calls nothing.
+func TestBudgetOnDrained(t *testing.T) {
+	b := NewBudget(0)
+	var calls []int64
+	b.OnDrained(100, 10, func(c int64) { calls = append(calls, c) })
+	b.acquire(60)
+	b.acquire(30)
+	b.release(90) // 90 charged < high: no call
+	b.acquire(70)
+	b.acquire(50)
+	b.release(50) // 70 held: above low
+	b.acquire(40)
+	b.release(105) // 5 held, 250 charged: the burst is over
+	b.release(5)   // nothing charged since
+	if c := b.Charged(); c != 250 {
+		t.Fatalf("Charged %d, want 250", c)
+	}
+	if len(calls) != 1 || calls[0] != 250 {
+		t.Fatalf("calls %v, want one with 250 bytes", calls)
+	}
+	b.acquire(200)
+	b.release(200)
+	if len(calls) != 2 || calls[1] != 200 {
+		t.Fatalf("calls %v, want a second with 200", calls)
+	}
+	b.OnDrained(0, 0, nil)
+	b.acquire(200)
+	b.release(200)
+	if len(calls) != 2 {
+		t.Fatalf("calls %v after the hook was removed", calls)
+	}
+}
+
+// TestBudgetOnDrainedConcurrent: readers that release at the same moment
+// call the hook once per burst, never twice for the same bytes.
+func TestBudgetOnDrainedConcurrent(t *testing.T) {
+	b := NewBudget(0)
+	var calls atomic.Int64
+	b.OnDrained(1000, 0, func(c int64) {
+		if c != 1600 {
+			t.Errorf("called with %d bytes charged, want the burst's 1600", c)
+		}
+		calls.Add(1)
+	})
+	for round := range 50 {
+		var ready, done sync.WaitGroup
+		start := make(chan struct{})
+		for range 8 {
+			ready.Add(1)
+			done.Add(1)
+			b.acquire(200)
+			go func() {
+				defer done.Done()
+				ready.Done()
+				<-start
+				b.release(200)
+			}()
+		}
+		ready.Wait()
+		close(start)
+		done.Wait()
+		if got := calls.Load(); got != int64(round+1) {
+			t.Fatalf("after %d bursts of 1600 bytes, %d calls", round+1, got)
+		}
+	}
 }

@@ -74,3 +74,52 @@ func benchEcho(b *testing.B, size int) {
 		}
 	}
 }
+
+// BenchmarkNextMessageLarge: the server's read of large messages, as the bus
+// reads them (NextMessage, whose buffers come from the pools of pool.go):
+// one connection over loopback, a client writing messages of 683 KiB (the
+// size of issue 10's large-idle attack) back to back, plain and compressed.
+func BenchmarkNextMessageLarge(b *testing.B) {
+	for _, deflate := range []bool{false, true} {
+		name := "plain"
+		if deflate {
+			name = "deflate"
+		}
+		b.Run(name, func(b *testing.B) { benchNextMessage(b, 683<<10, deflate) })
+	}
+}
+
+func benchNextMessage(b *testing.B, size int, deflate bool) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	msg := benchPayload(size)
+	go func() {
+		c, _, err := Dial(context.Background(), "ws://"+ln.Addr().String()+"/", &DialOptions{EnableCompression: deflate, MaxMessageSize: 4 << 20})
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		for c.WriteMessage(context.Background(), OpText, msg) == nil {
+		}
+	}()
+	nc, err := ln.Accept()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, _, err := UpgradeConn(nc, &AcceptOptions{MaxMessageSize: 4 << 20, EnableCompression: deflate})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.CloseNow()
+	ctx := context.Background()
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, m, err := c.NextMessage(ctx); err != nil || len(m) != size {
+			b.Fatalf("%d bytes, %v", len(m), err)
+		}
+	}
+}

@@ -397,12 +397,10 @@ func (d *deflateState) finishInflate() {
 		d.r = nil
 	}
 	d.src = inflateSource{}
-	if cap(d.zbuf) > keepBuf {
-		putBuf(d.zbufp, d.zbuf)
-		d.zbuf, d.zbufp = nil, nil
-	} else {
-		d.zbuf = d.zbuf[:0]
-	}
+	// The compressed input goes back to the pools after every message,
+	// small ones too: an idle connection holds none (doc.go, "Memory").
+	putBuf(d.zbufp, d.zbuf)
+	d.zbuf, d.zbufp = nil, nil
 	d.zcharge.release()
 }
 

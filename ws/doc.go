@@ -114,15 +114,15 @@
 // sized (TestIdleAfterLargeMessage measures the first figures):
 //
 //   - idle, between messages: read with NextMessage, a message buffer of
-//     at most 4 KiB; with permessage-deflate also a compressed-input buffer
-//     of at most 4 KiB, and the 32 KiB window (kept in 64 KiB) only when
-//     the peer compresses with context takeover
+//     at most 4 KiB; with permessage-deflate no compressed-input buffer (it
+//     goes back to the pools after every message), and the 32 KiB window
+//     (kept in 64 KiB) only when the peer compresses with context takeover
 //     (AcceptOptions.AllowClientContextTakeover; off by default). The
 //     receive buffer (ReadBufferSize, 32 KiB by default) goes back to a
 //     pool while a plain TCP or Unix socket on Linux waits for its peer
 //     (Protocol.ReleaseReadBuffer); elsewhere (TLS, other systems) it is
-//     kept. So 4 KiB plain, 8 KiB compressed, 72 KiB with the peer's
-//     context takeover (32 KiB more where the receive buffer is kept),
+//     kept. So 4 KiB, compressed or not, 68 KiB with the peer's context
+//     takeover (32 KiB more where the receive buffer is kept),
 //     whatever the connection received before: larger buffers go back to
 //     pools shared by all connections (classes of 4 KiB to 1 MiB) or to
 //     the garbage collector when the message is done with, at the next
@@ -164,9 +164,15 @@
 //   - after a burst, the pools keep the buffers of the burst's peak (the
 //     Budget with its slack, and up to 64 KiB for each connection that was
 //     busy at that moment) until the garbage collector empties them, in two
-//     cycles; an idle process runs a cycle every two minutes, so its RSS
-//     falls back within minutes, while each connection is back to its idle
-//     figure at once.
+//     cycles, and the runtime returns the freed pages to the OS gradually;
+//     an idle process runs a cycle every two minutes, so its RSS falls back
+//     within minutes, while each connection is back to its idle figure at
+//     once. Budget.OnDrained tells a server when a burst is over, so that
+//     it can collect twice and return the pages at once
+//     (runtime/debug.FreeOSMemory), as the ovbus bus does. The pools are
+//     not made smaller for that: reading 683 KiB messages with the classes
+//     above 64 KiB left to the garbage collector took 2–3 times the CPU
+//     (BenchmarkNextMessageLarge).
 //
 // # Broadcast: PreparedMessage
 //

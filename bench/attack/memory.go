@@ -59,10 +59,11 @@ func init() {
 }
 
 func setupChurn(fs *flag.FlagSet) func(context.Context, *env, *result) error {
-	n := fs.Int("n", 200000, "connect / greeting / disconnect cycles")
+	n := fs.Int("n", 200000, "connect / greeting / disconnect cycles per round")
+	rounds := fs.Int("rounds", 3, "rounds of n cycles on the same server, each measured after the next GC: a heap that grows from round to round is a leak, one that stays is retained capacity")
 	conc := fs.Int("concurrency", 32, "cycles in flight")
 	settle := fs.Duration("settle", 3*time.Second, "wait before each measurement")
-	gcWait := fs.Duration("gc-wait", 130*time.Second, "after the churn, wait up to this long for the server's next GC (the Go runtime forces one every 2 minutes) and measure again; 0: do not")
+	gcWait := fs.Duration("gc-wait", 130*time.Second, "after each round, wait up to this long for the server's next GC (the Go runtime forces one every 2 minutes) and measure again; 0: do not")
 	return func(ctx context.Context, e *env, r *result) error {
 		s, err := serve(ctx, e, r, "churn", nil)
 		if err != nil {
@@ -73,82 +74,114 @@ func setupChurn(fs *flag.FlagSet) func(context.Context, *env, *result) error {
 		if err != nil {
 			return err
 		}
+		// The baseline after a GC too, with /metrics scraped as often as
+		// after each round (each scrape leaves garbage and a pooled gzip
+		// writer), so that both sides hold the same.
+		if *gcWait > 0 {
+			gcs := before.m.sum("go_gc_duration_seconds_count")
+			if _, ok := waitMetric(ctx, s, *gcWait, func(m metricSet) bool {
+				return m.sum("go_gc_duration_seconds_count") > gcs
+			}); ok {
+				sleepCtx(ctx, 200*time.Millisecond)
+				if b, err := takeSnapshot(s); err == nil {
+					before = b
+				}
+			} else {
+				r.note("no GC ran within -gc-wait %v before the churn: the baseline includes garbage", *gcWait)
+			}
+		}
+		r.mib("heap in use before", before.HeapInuse)
+		r.mib("heap objects before", int64(before.m.sum("go_memstats_heap_alloc_bytes")))
+		r.fig("goroutines before", float64(before.Goroutines), "")
+		r.mib("RSS before", before.RSS)
 		var errs errCounts
 		var done atomic.Int64
-		start := time.Now()
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range *conc {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for next.Add(1) <= int64(*n) && ctx.Err() == nil {
-					c, err := dial(ctx, s.addr, s.route, dialOptions{Source: nextSource()})
-					if err != nil {
-						errs.add(err)
-						continue
+		var collected snapshot
+		gcSeenAll := true
+		for round := 1; round <= *rounds; round++ {
+			// Round 1 keeps the figure names of a single churn.
+			name := func(f string) string {
+				if round == 1 {
+					return f
+				}
+				return fmt.Sprintf("round %d: %s", round, f)
+			}
+			start := time.Now()
+			done0 := done.Load()
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			for range *conc {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for next.Add(1) <= int64(*n) && ctx.Err() == nil {
+						c, err := dial(ctx, s.addr, s.route, dialOptions{Source: nextSource()})
+						if err != nil {
+							errs.add(err)
+							continue
+						}
+						if err := c.readGreeting(10 * time.Second); err != nil {
+							errs.add(err)
+						}
+						c.closeWith(1000)
+						if k := done.Add(1); k%20000 == 0 {
+							e.logf("churn: %d cycles", k)
+						}
 					}
-					if err := c.readGreeting(10 * time.Second); err != nil {
-						errs.add(err)
-					}
-					c.closeWith(1000)
-					if k := done.Add(1); k%20000 == 0 {
-						e.logf("churn: %d cycles", k)
+				}()
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			sleepCtx(ctx, *settle)
+			after, err := takeSnapshot(s)
+			if err != nil {
+				return err
+			}
+			// Garbage counts in the heap until a GC runs; wait for one so
+			// that what is left is what the server keeps.
+			collected = after
+			gcSeen := false
+			if *gcWait > 0 {
+				gcs := after.m.sum("go_gc_duration_seconds_count")
+				if _, gcSeen = waitMetric(ctx, s, *gcWait, func(m metricSet) bool {
+					return m.sum("go_gc_duration_seconds_count") > gcs
+				}); gcSeen {
+					sleepCtx(ctx, 200*time.Millisecond)
+					if c, err := takeSnapshot(s); err == nil {
+						collected = c
 					}
 				}
-			}()
-		}
-		wg.Wait()
-		elapsed := time.Since(start)
-		sleepCtx(ctx, *settle)
-		after, err := takeSnapshot(s)
-		if err != nil {
-			return err
-		}
-		// Garbage counts in the heap until a GC runs; wait for one so that
-		// what is left is what the server keeps.
-		collected, gcSeen := after, false
-		if *gcWait > 0 {
-			gcs := after.m.sum("go_gc_duration_seconds_count")
-			if _, gcSeen = waitMetric(ctx, s, *gcWait, func(m metricSet) bool {
-				return m.sum("go_gc_duration_seconds_count") > gcs
-			}); gcSeen {
-				sleepCtx(ctx, 200*time.Millisecond)
-				if c, err := takeSnapshot(s); err == nil {
-					collected = c
-				}
+			}
+			gcSeenAll = gcSeenAll && gcSeen
+			r.fig(name("cycles"), float64(done.Load()-done0), "")
+			r.fig(name("cycles per second"), float64(done.Load()-done0)/elapsed.Seconds(), "/s")
+			r.mib(name("heap in use after"), after.HeapInuse)
+			r.fig(name("goroutines after"), float64(after.Goroutines), "")
+			r.mib(name("RSS after"), after.RSS)
+			r.fig(name("connections after"), float64(after.Conns), "")
+			if gcSeen {
+				r.mib(name("heap in use after the next GC"), collected.HeapInuse)
+				r.mib(name("heap objects after the next GC"), int64(collected.m.sum("go_memstats_heap_alloc_bytes")))
+				r.fig(name("goroutines after the next GC"), float64(collected.Goroutines), "")
+				r.mib(name("RSS after the next GC"), collected.RSS)
+			} else if *gcWait > 0 {
+				r.note("round %d: no GC ran within -gc-wait %v: its figures after the churn include garbage", round, *gcWait)
 			}
 		}
 		// The next publish after the churn walks whatever the hub kept.
 		pub, perr := publishLatency(ctx, s)
 
-		r.fig("cycles", float64(done.Load()), "")
 		r.fig("cycle errors", float64(errs.count()), "")
 		if errs.count() > 0 {
 			r.text("cycle errors by kind", errs.String())
-		}
-		r.fig("cycles per second", float64(done.Load())/elapsed.Seconds(), "/s")
-		r.mib("heap in use before", before.HeapInuse)
-		r.mib("heap in use after", after.HeapInuse)
-		r.fig("goroutines before", float64(before.Goroutines), "")
-		r.fig("goroutines after", float64(after.Goroutines), "")
-		r.mib("RSS before", before.RSS)
-		r.mib("RSS after", after.RSS)
-		r.fig("connections after", float64(after.Conns), "")
-		if gcSeen {
-			r.mib("heap in use after the next GC", collected.HeapInuse)
-			r.fig("goroutines after the next GC", float64(collected.Goroutines), "")
-			r.mib("RSS after the next GC", collected.RSS)
-		} else if *gcWait > 0 {
-			r.note("no GC ran within -gc-wait %v: the figures after the churn include garbage", *gcWait)
 		}
 		if perr != nil {
 			r.text("first publish after the churn", perr.Error())
 		} else {
 			r.fig("first publish after the churn (send to echo)", ms(pub), "ms")
 		}
-		r.note("\"after\": %v after the last cycle; \"after the next GC\": once the server's GC count rose (the target is judged on it when there is one)", *settle)
-		r.met(collected.HeapInuse <= before.HeapInuse+before.HeapInuse/2+(1<<20) && collected.Goroutines <= before.Goroutines+2)
+		r.note("%d rounds of %d cycles on one server; \"before\": once the server's GC count rose after its start; \"after\": %v after a round's last cycle; \"after the next GC\": once the server's GC count rose (the target is judged on the last round's, when there is one)", *rounds, *n, *settle)
+		r.met(collected.HeapInuse <= before.HeapInuse+before.HeapInuse/2+(1<<20) && collected.Goroutines <= before.Goroutines+2 && (gcSeenAll || *gcWait == 0))
 		return nil
 	}
 }
@@ -246,6 +279,7 @@ func setupBomb(fs *flag.FlagSet) func(context.Context, *env, *result) error {
 func setupLargeIdle(fs *flag.FlagSet) func(context.Context, *env, *result) error {
 	conns := fs.Int("conns", 1000, "connections")
 	size := fs.Int("size-kib", 683, "KiB of the one message each connection sends")
+	senders := fs.Int("senders", 16, "messages in flight at once: each sender waits for the bus's not-allowed notice before the next (0: no wait, as many in flight as the sockets take, which may pass max_inflight_bytes and be answered 1013)")
 	wait := fs.Duration("wait", time.Second, "idle time before measuring, after the server has read every message")
 	variants := fs.String("variants", "plain,deflate", "comma-separated: plain, deflate")
 	return func(ctx context.Context, e *env, r *result) error {
@@ -266,11 +300,11 @@ func setupLargeIdle(fs *flag.FlagSet) func(context.Context, *env, *result) error
 			if deflate {
 				r.fig("deflate: bytes on the wire per message", float64(len(deflateBytes(msg))), "B")
 			}
-			idle, err := idleCost(ctx, e, r, v+"-idle", conf, *conns, dialOptions{Deflate: deflate, Token: token}, nil, *wait)
+			idle, err := idleCost(ctx, e, r, v+"-idle", conf, *conns, dialOptions{Deflate: deflate, Token: token}, nil, *wait, *senders)
 			if err != nil {
 				return err
 			}
-			large, err := idleCost(ctx, e, r, v+"-large", conf, *conns, dialOptions{Deflate: deflate, Token: token}, msg, *wait)
+			large, err := idleCost(ctx, e, r, v+"-large", conf, *conns, dialOptions{Deflate: deflate, Token: token}, msg, *wait, *senders)
 			if err != nil {
 				return err
 			}
@@ -287,7 +321,7 @@ func setupLargeIdle(fs *flag.FlagSet) func(context.Context, *env, *result) error
 // idleCost starts a server, connects n clients, has each send msg (unless
 // nil), waits until the server has read them all, waits wait, and returns
 // the RSS per connection in KiB.
-func idleCost(ctx context.Context, e *env, r *result, label string, conf map[string]any, n int, o dialOptions, msg []byte, wait time.Duration) (float64, error) {
+func idleCost(ctx context.Context, e *env, r *result, label string, conf map[string]any, n int, o dialOptions, msg []byte, wait time.Duration, senders int) (float64, error) {
 	s, err := serve(ctx, e, r, label, conf)
 	if err != nil {
 		return 0, err
@@ -308,7 +342,11 @@ func idleCost(ctx context.Context, e *env, r *result, label string, conf map[str
 		deflated := deflateBytes(msg)
 		var next atomic.Int64
 		var wg sync.WaitGroup
-		for range 16 {
+		goroutines := senders
+		if goroutines == 0 {
+			goroutines = 16
+		}
+		for range goroutines {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -319,6 +357,12 @@ func idleCost(ctx context.Context, e *env, r *result, label string, conf map[str
 					}
 					if err := send(); err != nil {
 						errs.add(err)
+						continue
+					}
+					if senders > 0 {
+						if err := cs[i].waitNotice(30 * time.Second); err != nil {
+							errs.add(err)
+						}
 					}
 				}
 			}()
@@ -338,6 +382,21 @@ func idleCost(ctx context.Context, e *env, r *result, label string, conf map[str
 	}
 	r.mib(label+": RSS with the connections", after.RSS)
 	r.mib(label+": heap in use with the connections", after.HeapInuse)
+	// Where the RSS is: live objects (and garbage not yet collected), free
+	// heap pages the runtime has not returned to the OS yet, and what it
+	// returned (not resident).
+	r.mib(label+": heap objects (allocated, incl. pooled and uncollected)", int64(after.m.sum("go_memstats_heap_alloc_bytes")))
+	r.mib(label+": heap free, not returned to the OS", int64(after.m.sum("go_memstats_heap_idle_bytes")-after.m.sum("go_memstats_heap_released_bytes")))
+	r.mib(label+": heap returned to the OS", int64(after.m.sum("go_memstats_heap_released_bytes")))
+	r.mib(label+": goroutine stacks", int64(after.m.sum("go_memstats_stack_inuse_bytes")))
+	r.fig(label+": GC cycles so far", after.m.sum("go_gc_duration_seconds_count"), "")
+	if msg != nil {
+		r.text(label+": closes by reason", countMapF(after.m.byLabel("ovbus_closes_total")))
+		r.fig(label+": memory releases after the burst (ovbus_memory_releases_total)", after.m.sum("ovbus_memory_releases_total"), "")
+		if errs.count() > 0 {
+			r.text(label+": send errors", errs.String())
+		}
+	}
 	if len(cs) == 0 {
 		return 0, fmt.Errorf("%s: no connection", label)
 	}

@@ -329,3 +329,28 @@ func inflateBytes(p []byte) ([]byte, error) {
 	defer r.Close()
 	return io.ReadAll(r)
 }
+
+// waitNotice reads until the bus's not-allowed notice (ovos.bus.error) for
+// a frame this client sent, or the end of the connection.
+func (c *conn) waitNotice(timeout time.Duration) error {
+	c.nc.SetReadDeadline(time.Now().Add(timeout))
+	defer c.nc.SetReadDeadline(time.Time{})
+	for {
+		f, err := c.readFrame(1 << 16)
+		if err != nil {
+			return fmt.Errorf("waiting for the notice: %s", describeEnd(err))
+		}
+		if f.Op == opClose {
+			return fmt.Errorf("waiting for the notice: close %d", f.closeCode())
+		}
+		p := f.Payload
+		if f.RSV1 {
+			if p, err = inflateBytes(p); err != nil {
+				return err
+			}
+		}
+		if strings.Contains(string(p), "ovos.bus.error") {
+			return nil
+		}
+	}
+}

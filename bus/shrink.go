@@ -1,0 +1,40 @@
+package bus
+
+// Capacity after a peak of connections (issue 10 item 1). Go maps never
+// shrink and slices keep their capacity, so after P connections have come
+// and gone the sessions map and the hub's followers and sleepers would keep
+// what P of them needed (about 150 bytes per connection of the peak). Each
+// is reallocated to its size once it has fallen to a quarter of its peak,
+// when that peak was at least shrinkMin: an idle bus then holds what its
+// connections need, not what its busiest moment needed. The Go runtime
+// keeps one descriptor for each goroutine that ever ran at the same time
+// (a few hundred bytes each, reused, never freed: two per connection of
+// the peak), which no program can give back.
+const shrinkMin = 1024
+
+// shrinkSessions returns m, or a copy of it sized to its entries when it
+// holds a quarter of its peak or less, and the peak to remember.
+func shrinkSessions(m map[*session]struct{}, peak int) (map[*session]struct{}, int) {
+	if peak < shrinkMin || 4*len(m) > peak {
+		return m, peak
+	}
+	n := make(map[*session]struct{}, len(m))
+	for k := range m {
+		n[k] = struct{}{}
+	}
+	return n, len(m)
+}
+
+// shrink reallocates the followers and the sleepers when the followers
+// have fallen to a quarter of a capacity of shrinkMin or more. The sleepers
+// are measured against the followers (their length falls to 0 at every
+// publish, which is no reason to shrink). The caller holds mu.
+func (h *hub) shrink() {
+	n := len(h.followers)
+	if c := cap(h.followers); c >= shrinkMin && 4*n <= c {
+		h.followers = append(make([]*follower, 0, n), h.followers...)
+	}
+	if c := cap(h.sleepers); c >= shrinkMin && 4*n <= c {
+		h.sleepers = append(make([]*follower, 0, max(n, len(h.sleepers))), h.sleepers...)
+	}
+}
