@@ -189,9 +189,13 @@ func (h *hub) publish(e *entry) {
 	h.trim(seq+1, e.born)
 	cut := h.takeCut()
 	for i, f := range h.sleepers {
-		select {
-		case f.wake <- struct{}{}:
-		default:
+		if f.onWake != nil {
+			f.onWake()
+		} else {
+			select {
+			case f.wake <- struct{}{}:
+			default:
+			}
 		}
 		f.sleepIdx = -1
 		h.sleepers[i] = nil

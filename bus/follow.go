@@ -47,8 +47,12 @@ type follower struct {
 	// Own bounds, tighter than the hub's; 0: only the hub's apply.
 	maxMsgs  uint64
 	maxBytes int64
-	// wake receives a token when the follower sleeps and a message arrives.
+	// wake receives a token when the follower sleeps and a message arrives,
+	// unless onWake is set: then the publisher calls onWake instead (under
+	// hub.mu; it must not block), which is how a session starts its writer
+	// only when it has something to write (session.wakeWriter).
 	wake     chan struct{}
+	onWake   func()
 	idx      int // position in hub.followers (under hub.mu)
 	sleepIdx int // position in hub.sleepers, -1 when not there (under hub.mu)
 	// onCut, when set, lets the hub cut the follower as soon as the bounds
@@ -81,32 +85,12 @@ func newFollower(h *hub) *follower {
 // when closing is closed and nothing is left to fetch, or ctx.Err(). nil
 // channels never fire.
 func (f *follower) next(ctx context.Context, done, closing <-chan struct{}, dst []*entry, maxN int, maxBytes int64) ([]*entry, error) {
-	h := f.h
-	n0 := len(dst)
 	for {
-		if isClosed(done) {
-			return dst, errStopped
-		}
-		cursor := f.cursor.Load()
-		if f.cut.Load() || f.behind(cursor) {
-			return dst, ErrLagged
-		}
-		var lagged bool
-		dst, lagged = h.fetch(cursor, dst, maxN, maxBytes)
-		if lagged {
-			clear(dst[n0:])
-			return dst[:n0], ErrLagged
-		}
-		if len(dst) > n0 {
-			f.fetched.Store(dst[len(dst)-1].end)
-			f.cursor.Store(cursor + uint64(len(dst)-n0))
-			return dst, nil
-		}
-		if isClosed(closing) {
-			return dst, ErrServerClosed
-		}
-		if !h.sleep(f, cursor) {
-			continue
+		var asleep bool
+		var err error
+		dst, asleep, err = f.tryNext(done, closing, dst, maxN, maxBytes)
+		if !asleep || err != nil {
+			return dst, err
 		}
 		select {
 		case <-f.wake:
@@ -115,6 +99,41 @@ func (f *follower) next(ctx context.Context, done, closing <-chan struct{}, dst 
 		case <-closing: // fetch once more: the frames published before it
 		case <-ctx.Done():
 			return dst, ctx.Err()
+		}
+	}
+}
+
+// tryNext is next without the wait: when the log holds nothing at f's
+// cursor it registers f as a sleeper and reports asleep; the next publish
+// then wakes f (its wake token, or onWake). Its results are otherwise
+// next's.
+func (f *follower) tryNext(done, closing <-chan struct{}, dst []*entry, maxN int, maxBytes int64) (_ []*entry, asleep bool, _ error) {
+	h := f.h
+	n0 := len(dst)
+	for {
+		if isClosed(done) {
+			return dst, false, errStopped
+		}
+		cursor := f.cursor.Load()
+		if f.cut.Load() || f.behind(cursor) {
+			return dst, false, ErrLagged
+		}
+		var lagged bool
+		dst, lagged = h.fetch(cursor, dst, maxN, maxBytes)
+		if lagged {
+			clear(dst[n0:])
+			return dst[:n0], false, ErrLagged
+		}
+		if len(dst) > n0 {
+			f.fetched.Store(dst[len(dst)-1].end)
+			f.cursor.Store(cursor + uint64(len(dst)-n0))
+			return dst, false, nil
+		}
+		if isClosed(closing) {
+			return dst, false, ErrServerClosed
+		}
+		if h.sleep(f, cursor) {
+			return dst, true, nil
 		}
 	}
 }
