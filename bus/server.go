@@ -367,7 +367,8 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		s:          s,
 		conn:       conn,
 		perms:      perms,
-		f:          newFollower(s.hub),
+		// No wake channel: the hub starts the writer (onWake, below).
+		f:          &follower{h: s.hub, idx: -1, sleepIdx: -1},
 		windowBits: -1,
 		remote:     r.RemoteAddr,
 		userAgent:  r.Header.Get("User-Agent"),
