@@ -364,9 +364,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	setSendBuffer(conn.NetConn(), o.SendBuffer)
 	c := &session{
-		s:          s,
-		conn:       conn,
-		perms:      perms,
+		s:     s,
+		conn:  conn,
+		perms: perms,
 		// No wake channel: the hub starts the writer (onWake, below).
 		f:          &follower{h: s.hub, idx: -1, sleepIdx: -1},
 		windowBits: -1,
