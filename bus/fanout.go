@@ -110,14 +110,17 @@ type hub struct {
 	maxBytes  int64
 	followers []*follower
 	sleepers  []*follower
-	minCursor uint64 // last scanned minimum cursor (never above the real one)
-	scanHead  uint64 // head at the last scan
-	scanBytes int64  // bytes at the last scan
-	scanMsgs  uint64 // scan after this many messages ...
-	scanEvery int64  // ... or bytes since the last scan
-	cutHead   uint64 // head at the last cutBehind
-	cutAt     int64  // hub time of the last cutBehind
-	cutNow    []*follower
+	// spareSleepers is the list the last publish woke, kept for the next
+	// sleepers (nil while a publish is waking it).
+	spareSleepers []*follower
+	minCursor     uint64 // last scanned minimum cursor (never above the real one)
+	scanHead      uint64 // head at the last scan
+	scanBytes     int64  // bytes at the last scan
+	scanMsgs      uint64 // scan after this many messages ...
+	scanEvery     int64  // ... or bytes since the last scan
+	cutHead       uint64 // head at the last cutBehind
+	cutAt         int64  // hub time of the last cutBehind
+	cutNow        []*follower
 
 	// extra is the bytes of the compressed copies held by entries in the
 	// log (see countCompressed).
@@ -188,7 +191,19 @@ func (h *hub) publish(e *entry) {
 	h.head.Store(seq + 1)
 	h.trim(seq+1, e.born)
 	cut := h.takeCut()
-	for i, f := range h.sleepers {
+	// The sleepers are woken outside the lock (starting a session's writer
+	// costs more than a channel send): they are taken out of the list
+	// here, so the next publish wakes only those that sleep again.
+	var woken []*follower
+	if len(h.sleepers) > 0 {
+		woken = h.sleepers
+		for _, f := range woken {
+			f.sleepIdx = -1
+		}
+		h.sleepers, h.spareSleepers = h.spareSleepers[:0], nil
+	}
+	h.mu.Unlock()
+	for i, f := range woken {
 		if f.onWake != nil {
 			f.onWake()
 		} else {
@@ -197,11 +212,15 @@ func (h *hub) publish(e *entry) {
 			default:
 			}
 		}
-		f.sleepIdx = -1
-		h.sleepers[i] = nil
+		woken[i] = nil
 	}
-	h.sleepers = h.sleepers[:0]
-	h.mu.Unlock()
+	if cap(woken) > 0 {
+		h.mu.Lock()
+		if h.spareSleepers == nil {
+			h.spareSleepers = woken[:0]
+		}
+		h.mu.Unlock()
+	}
 	h.notifyCut(cut)
 }
 
