@@ -3,6 +3,7 @@
 package bus
 
 import (
+	"os"
 	"sync"
 	"syscall"
 )
@@ -11,13 +12,19 @@ import (
 // so that an idle session needs no goroutine of its own (session.go, "Who
 // runs what").
 //
-// One epoll instance and one goroutine for the process, created with the
-// first such connection and kept for the life of the process, serve every
-// Server. Its loop only waits and dispatches: for each readable socket it
-// starts the session's readReady on a goroutine of its own, which does
-// everything that may wait (relaying, pacing, answering pings, closing) and
-// arms the socket again once it has read all there is. So one loop is
-// enough whatever GOMAXPROCS is, and no client can hold it up.
+// One epoll instance for the process, created with the first such
+// connection and kept for the life of the process, serves every Server.
+// The epoll descriptor is itself non-blocking and watched by the Go
+// runtime's poller (an epoll descriptor is readable while it has events),
+// so the one goroutine that waits for it is parked like any goroutine on a
+// socket, not blocked in a system call holding a thread and its P. It only
+// waits and dispatches: for the readable sockets it starts each session's
+// readReady, which does everything that may wait (relaying, pacing,
+// answering pings, closing) and arms the socket again once it has read all
+// there is; the last one it runs itself, after starting the next waiting
+// goroutine, so that a message does not wait for the scheduler to reach
+// its reader. So one waiter is enough whatever GOMAXPROCS is, and no
+// client can hold it up.
 //
 // A socket is registered one-shot and level-triggered: after an event it
 // reports nothing until readReady arms it again (EPOLL_CTL_MOD), which
@@ -34,10 +41,13 @@ import (
 // on every other path.
 type poller struct {
 	epfd  int
+	file  *os.File // epfd, for the runtime's poller
 	mu    sync.Mutex
 	conns map[uint32]*session // by token
 	next  uint32              // the last token handed out
-	ready []*session          // the loop's scratch
+	// The waiting loop's scratch.
+	evs   []syscall.EpollEvent
+	ready []*session
 }
 
 // pollEvents arms a socket: readable, or the peer shut down or reset
@@ -59,12 +69,26 @@ var (
 func getPoller() (*poller, error) {
 	pollerOnce.Do(func() {
 		fd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+		if err == nil {
+			err = syscall.SetNonblock(fd, true)
+		}
+		var rc syscall.RawConn
+		var f *os.File
+		if err == nil {
+			f = os.NewFile(uintptr(fd), "epoll") // pollable: fd is non-blocking
+			rc, err = f.SyscallConn()
+		}
 		if err != nil {
+			if f != nil {
+				f.Close()
+			} else if fd >= 0 {
+				syscall.Close(fd)
+			}
 			pollerErr = err
 			return
 		}
-		thePoller = &poller{epfd: fd, conns: make(map[uint32]*session)}
-		go thePoller.loop()
+		thePoller = &poller{epfd: fd, file: f, conns: make(map[uint32]*session), evs: make([]syscall.EpollEvent, 256)}
+		go thePoller.loop(rc)
 	})
 	return thePoller, pollerErr
 }
@@ -142,33 +166,60 @@ func (p *poller) ctl(c *session, op int) error {
 	return cerr
 }
 
-// loop waits for events and starts the readers of the readable sessions.
-func (p *poller) loop() {
-	evs := make([]syscall.EpollEvent, 256)
-	for {
-		n, err := syscall.EpollWait(p.epfd, evs, -1)
-		if err != nil {
+// loop waits for events, and hands the waiting on: once it has events it
+// starts the readers of the readable sessions but one, starts the next loop
+// and becomes that one session's reader itself, so that a message reaches
+// its reader without waiting for the scheduler. One loop at a time waits
+// (rc.Read holds epfd's read lock), so evs and ready are its own.
+func (p *poller) loop(rc syscall.RawConn) {
+	var mine *session
+	err := rc.Read(func(fd uintptr) bool {
+		for {
+			n, err := syscall.EpollWait(int(fd), p.evs, 0)
 			if err == syscall.EINTR {
 				continue
 			}
-			panic("bus: epoll_wait: " + err.Error()) // the epoll fd is ours: cannot happen
-		}
-		p.mu.Lock()
-		for _, ev := range evs[:n] {
-			// A token whose session is gone (an event of a socket being
-			// closed) finds nothing; one handed out again meanwhile
-			// starts a reader that finds nothing to read and arms again.
-			if c := p.conns[uint32(ev.Fd)]; c != nil {
-				p.ready = append(p.ready, c)
+			if err != nil {
+				panic("bus: epoll_wait: " + err.Error()) // the epoll fd is ours: cannot happen
+			}
+			if n == 0 {
+				return false // wait until epfd is readable
+			}
+			if mine = p.dispatch(p.evs[:n]); mine != nil {
+				return true
 			}
 		}
-		p.mu.Unlock()
-		for i, c := range p.ready {
-			if c.rstate.CompareAndSwap(readArmed, readRunning) {
-				go c.readReady()
-			}
-			p.ready[i] = nil
-		}
-		p.ready = p.ready[:0]
+	})
+	if err != nil {
+		panic("bus: epoll descriptor: " + err.Error()) // never closed
 	}
+	go p.loop(rc)
+	mine.readReady()
+}
+
+// dispatch starts the readers of the sessions whose sockets evs report but
+// one, which it returns (nil if none is to be started).
+func (p *poller) dispatch(evs []syscall.EpollEvent) *session {
+	p.mu.Lock()
+	for _, ev := range evs {
+		// A token whose session is gone (an event of a socket being
+		// closed) finds nothing; one handed out again meanwhile starts a
+		// reader that finds nothing to read and arms again.
+		if c := p.conns[uint32(ev.Fd)]; c != nil {
+			p.ready = append(p.ready, c)
+		}
+	}
+	p.mu.Unlock()
+	var mine *session
+	for i, c := range p.ready {
+		if c.rstate.CompareAndSwap(readArmed, readRunning) {
+			if mine != nil {
+				go mine.readReady()
+			}
+			mine = c
+		}
+		p.ready[i] = nil
+	}
+	p.ready = p.ready[:0]
+	return mine
 }
