@@ -48,9 +48,12 @@ type follower struct {
 	maxMsgs  uint64
 	maxBytes int64
 	// wake receives a token when the follower sleeps and a message arrives,
-	// unless onWake is set: then the publisher calls onWake instead (under
-	// hub.mu; it must not block), which is how a session starts its writer
-	// only when it has something to write (session.wakeWriter).
+	// unless onWake is set: then the publisher calls onWake instead (once
+	// per sleep, outside hub.mu; it must not block), which is how a session
+	// starts its writer only when it has something to write
+	// (session.wakeWriter). A wake may come late, after the follower woke
+	// for another reason: a token then finds nothing new, and next sleeps
+	// again.
 	wake     chan struct{}
 	onWake   func()
 	idx      int // position in hub.followers (under hub.mu)

@@ -261,8 +261,8 @@ func (c *session) readFailed(err error) {
 }
 
 // wakeWriter makes sure a writer runs for c. The hub calls it (the
-// follower's onWake, under the hub's lock) when c's follower sleeps and a
-// frame is published, and finish calls it. Writers run one at a time: only
+// follower's onWake) when c's follower sleeps and a frame is published, and
+// finish calls it; a late wake starts a writer that finds nothing to do. Writers run one at a time: only
 // the wake that finds none running starts one.
 func (c *session) wakeWriter() {
 	if c.wpend.Add(1) == 1 {
