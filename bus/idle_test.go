@@ -260,3 +260,68 @@ func TestShutdownWithIdleSessions(t *testing.T) {
 		})
 	}
 }
+
+// TestWritersAfterIdle: once every session's writer has caught up and
+// ended, the writers the next publishes start write a run (a plain client)
+// or frame by frame (a receive rule, deflate), and each client gets what it
+// may receive, in order: small frames in a shared segment, a frame of its
+// own among them, and a notice for one client (docs/protocol.md §3).
+func TestWritersAfterIdle(t *testing.T) {
+	// Segments of 4 KiB: a frame over 1 KiB has its own buffer.
+	s, url := testServer(t, Options{MaxMsgSize: 16 << 10, MaxQueueBytes: 64 << 10, Auth: Auth{Tokens: map[string]Permissions{
+		"gui": {Name: "gui", Receive: []string{"gui.*"}},
+	}}})
+	plain := dial(t, url, nil)
+	gui := dial(t, url+"?token=gui", nil)
+	z := dial(t, url, &ws.DialOptions{EnableCompression: true})
+	if z.Deflate() == nil {
+		t.Fatal("permessage-deflate not negotiated")
+	}
+	var guiSession *session
+	waitFor(t, "every writer to end", 10*time.Second, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		idle := len(s.sessions) == 3
+		for c := range s.sessions {
+			idle = idle && c.wpend.Load() == 0
+			if c.perms != nil {
+				guiSession = c
+			}
+		}
+		return idle
+	})
+	s.mu.Lock()
+	for c := range s.sessions {
+		if want := c.perms == nil && c.windowBits < 0; c.runs() != want {
+			t.Errorf("session %d: runs %v, want %v", c.id, c.runs(), want)
+		}
+	}
+	s.mu.Unlock()
+	small := []byte(`{"type":"gui.a"}`)
+	speak := []byte(`{"type":"speak"}`)
+	big := []byte(`{"type":"gui.big","data":{"x":"` + strings.Repeat("x", 2<<10) + `"}}`)
+	last := []byte(`{"type":"gui.b"}`)
+	notice := []byte(`{"type":"ovos.bus.error","data":{},"context":{}}`)
+	if n := ws.PreparedFrameSize(len(big)); n <= s.hub.segCap/4 || s.hub.segCap == 0 {
+		t.Fatalf("a frame of %d bytes in segments of %d: not one of its own", n, s.hub.segCap)
+	}
+	// Before the notice: the plain client's writer takes runs (a notice
+	// in the log sends every writer frame by frame past it).
+	for _, b := range [][]byte{small, speak, big} {
+		if err := s.EmitRaw(ws.OpText, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range [][]byte{small, speak, big} {
+		expect(t, ws.OpText, m, plain, z)
+	}
+	expect(t, ws.OpText, small, gui)
+	expect(t, ws.OpText, big, gui)
+	s.tell(guiSession, notice)
+	if err := s.EmitRaw(ws.OpText, last); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, ws.OpText, last, plain, z)
+	expect(t, ws.OpText, notice, gui)
+	expect(t, ws.OpText, last, gui)
+}
