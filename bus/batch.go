@@ -2,15 +2,18 @@ package bus
 
 import (
 	"context"
+	"sync"
 
 	"github.com/ovbus/ovbus/ws"
 )
 
 // What one write to a client carries. A session's writer takes a
 // writeBatch from the log (session.takeBatch), writes it (writeBatch.write)
-// and records it (the fields below). A client that takes every frame as it
-// is, the common case, gets a run: the frames of one segment of the log in
-// one slice and one system call, with no work per frame. A client with a
+// and records it (the fields below); the writer borrows it from
+// writeBatches for as long as it runs, so an idle session holds none. A
+// client that takes every frame as it is, the common case, gets a run: the
+// frames of one segment of the log in one slice and one system call, with
+// no work per frame. A client with a
 // receive rule or with deflate, and any stretch of the log holding a notice
 // for one session (entry.to), goes frame by frame: each frame it may
 // receive, in its compressed form for deflate, in one writev.
@@ -27,22 +30,29 @@ type writeBatch struct {
 	fetched int64  // the log's cumulative bytes through it
 }
 
+var writeBatches = sync.Pool{New: func() any {
+	return &writeBatch{b: batch{entries: make([]*entry, 0, 64)}, pms: make([]*ws.PreparedMessage, 0, 64)}
+}}
+
 // runs reports whether c takes every frame of the log as it is: no
 // receive rule, no deflate.
 func (c *session) runs() bool {
 	return c.windowBits < 0 && (c.perms == nil || c.perms.Receive == nil)
 }
 
-// takeBatch blocks until the log holds frames at c's cursor and takes them
-// into wb, keeping those c receives (docs/protocol.md §3: receive rule,
-// notices for one client); it fails as follower.next does.
-func (c *session) takeBatch(wb *writeBatch) error {
+// takeBatch takes what the log holds at c's cursor into wb, keeping the
+// frames c receives (docs/protocol.md §3: receive rule, notices for one
+// client). When the log holds nothing there it leaves wb empty, puts c's
+// follower to sleep in the hub (the next publish starts a writer: onWake)
+// and reports asleep; it fails as follower.next does.
+func (c *session) takeBatch(wb *writeBatch) (asleep bool, err error) {
 	wb.reset()
-	if err := c.f.nextBatch(context.Background(), c.done, nil, &wb.b, c.runs(), maxBatchFrames, maxBatchBytes); err != nil {
-		return err
+	asleep, err = c.f.tryBatch(c.done, nil, &wb.b, c.runs(), maxBatchFrames, maxBatchBytes)
+	if asleep || err != nil {
+		return asleep, err
 	}
 	c.selectBatch(wb)
-	return nil
+	return false, nil
 }
 
 // selectBatch fills in wb from what the follower took into wb.b.

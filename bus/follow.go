@@ -48,9 +48,13 @@ type follower struct {
 	maxMsgs  uint64
 	maxBytes int64
 	// wake receives a token when the follower sleeps and a message arrives,
-	// unless onWake is set: then onWake is called instead (outside the
-	// hub's lock, on the publisher's or the waker's goroutine; it must not
-	// block), for a reader with no goroutine waiting on wake.
+	// unless onWake is set: then onWake is called instead (once per sleep,
+	// outside the hub's lock, on the publisher's or the waker's goroutine;
+	// it must not block), for a reader with no goroutine waiting on wake:
+	// that is how a session starts its writer only when it has something
+	// to write (session.wakeWriter). A wake may come late, after the
+	// follower woke for another reason: it then finds nothing new, and
+	// sleeps again.
 	wake     chan struct{}
 	onWake   func()
 	idx      int    // position in hub.followers (under hub.mu)
@@ -104,18 +108,9 @@ type batch struct {
 // are appended to b.entries as next does.
 func (f *follower) nextBatch(ctx context.Context, done, closing <-chan struct{}, b *batch, runs bool, maxN int, maxBytes int64) error {
 	for {
-		if isClosed(done) {
-			return errStopped
-		}
-		ok, err := f.take(b, runs, maxN, maxBytes)
-		if ok || err != nil {
+		asleep, err := f.tryBatch(done, closing, b, runs, maxN, maxBytes)
+		if !asleep || err != nil {
 			return err
-		}
-		if isClosed(closing) {
-			return ErrServerClosed
-		}
-		if !f.h.sleep(f, f.cursor.Load()) {
-			continue
 		}
 		select {
 		case <-f.wake:
@@ -128,7 +123,29 @@ func (f *follower) nextBatch(ctx context.Context, done, closing <-chan struct{},
 	}
 }
 
-// take is one fetch of nextBatch, without waiting: it reports whether it
+// tryBatch is nextBatch without the wait: when the log holds nothing at
+// f's cursor it registers f as a sleeper and reports asleep; the next
+// publish then wakes f (its wake token, or onWake). Its results are
+// otherwise nextBatch's.
+func (f *follower) tryBatch(done, closing <-chan struct{}, b *batch, runs bool, maxN int, maxBytes int64) (asleep bool, _ error) {
+	for {
+		if isClosed(done) {
+			return false, errStopped
+		}
+		ok, err := f.take(b, runs, maxN, maxBytes)
+		if ok || err != nil {
+			return false, err
+		}
+		if isClosed(closing) {
+			return false, ErrServerClosed
+		}
+		if f.h.sleep(f, f.cursor.Load()) {
+			return true, nil
+		}
+	}
+}
+
+// take is one fetch of tryBatch, without waiting: it reports whether it
 // took something, or ErrLagged.
 func (f *follower) take(b *batch, runs bool, maxN int, maxBytes int64) (bool, error) {
 	h := f.h

@@ -313,8 +313,14 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	live := s.live.Load()
 	o := &live.opts
-	// The ceiling, before anything else: a full bus answers at once.
-	defer s.conns.Add(-1)
+	// The ceiling, before anything else: a full bus answers at once. An
+	// upgraded connection leaves it when its session ends (sideDone).
+	started := false
+	defer func() {
+		if !started {
+			s.conns.Add(-1)
+		}
+	}()
 	if n := s.conns.Add(1); n > int64(s.maxConnections(o)) {
 		s.m.rejected(rejectMaxConnections)
 		s.log.Warn("Refused connection: max_connections reached", "remote", r.RemoteAddr, "max_connections", s.maxConnections(o))
@@ -361,10 +367,11 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	setSendBuffer(conn.NetConn(), o.SendBuffer)
 	c := &session{
-		s:          s,
-		conn:       conn,
-		perms:      perms,
-		f:          newFollower(s.hub),
+		s:     s,
+		conn:  conn,
+		perms: perms,
+		// No wake channel: the hub starts the writer (onWake, below).
+		f:          &follower{h: s.hub, idx: -1, sleepIdx: -1},
 		windowBits: -1,
 		remote:     r.RemoteAddr,
 		userAgent:  r.Header.Get("User-Agent"),
@@ -372,8 +379,13 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		token:      tokenName,
 		connected:  time.Now(),
 		done:       make(chan struct{}),
-		exited:     make(chan struct{}),
 	}
+	c.sides.Store(2)
+	// A writer is pending (wpend 1) until the greeting is out: the wakes of
+	// publishes before that only count, and the writer started after the
+	// greeting fetches what they published.
+	c.wpend.Store(1)
+	c.f.onWake = c.wakeWriter
 	if p := conn.Deflate(); p != nil {
 		c.windowBits = p.ServerMaxWindowBits
 	}
@@ -390,6 +402,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		conn.CloseNow()
 		return
 	}
+	started = true
 	conn.SetWriteDeadline(time.Now().Add(o.WriteTimeout))
 	if err := conn.WritePrepared(context.Background(), s.greeting); err != nil {
 		// The reader and writer below see the end at once.
@@ -397,13 +410,16 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		conn.CloseNow()
 	}
 	s.log.Debug("Client connected", "remote", c.remote)
-	defer s.wg.Done()
-	go func() {
-		defer s.wg.Done()
-		c.writeLoop()
-	}()
-	c.readLoop()
-	<-c.exited
+	go c.writeTask()
+	// The handler returns: net/http lets go of the connection's request,
+	// response and buffers (8 KiB), and the reader is readReady, run by the
+	// poller when the socket is readable (the first time now: the client
+	// may have sent frames with its handshake), or readLoop.
+	if s.poll(c) {
+		c.readReady()
+		return
+	}
+	go c.readLoop()
 }
 
 // maxConnections is the ceiling in force under o.
@@ -579,7 +595,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			continue
 		}
 		if code == 0 {
-			c.conn.CloseNow()
+			c.closeNow()
 			continue
 		}
 		// A writer blocked on a stalled client holds the connection's
@@ -592,7 +608,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			c.conn.Close(code, "bus shutting down")
+			c.closeConn(code, "bus shutting down")
 		}()
 	}
 	if local != nil {
@@ -634,7 +650,7 @@ const shutdownGrace = time.Second
 // dropAll drops the connections without a closing handshake.
 func (s *Server) dropAll(clients []*session) {
 	for _, c := range clients {
-		c.conn.CloseNow()
+		c.closeNow()
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/ovbus/ovbus/ws"
@@ -16,11 +17,30 @@ import (
 
 // A frame's path through the bus, file by file:
 //
-//	session.go  readLoop: one message read from the client's connection
+//	session.go  readReady (poll path) or readLoop: one message read from the client's connection
 //	relay.go    relay: size, emit permission, carrier rule, filter log line
 //	fanout.go   hub.publish: the frame is encoded once and appended to the log
-//	follow.go   follower.next: every session's writer wakes and fetches it
-//	session.go  writeLoop: the batch is written to the client in one writev
+//	follow.go   follower.tryBatch: every session's writer is woken (started) and fetches it
+//	session.go  writeTask: the batch is written to the client in one write (batch.go)
+//
+// Who runs what. A session owns no goroutine while it is idle:
+//
+//   - the writer (writeTask) runs only while the log holds frames the
+//     client has not been sent: the hub's publish starts it (wakeWriter,
+//     the follower's onWake), it writes until it has caught up, sleeps in
+//     the hub and returns. Its batch buffers come from writeBatches.
+//   - the reader, on Linux over plain TCP (the poll path, poll_linux.go),
+//     runs only while the socket has bytes: the poller's epoll loop starts
+//     readReady when the socket is readable, which relays what is there
+//     (ws.Conn.TryNextMessage: the receive and message buffers come from
+//     ws's pools and go back once the bytes are consumed) and arms the
+//     poller again. Elsewhere (TLS, other systems, or pollDisabled) the
+//     reader is a goroutine per session (readLoop), blocked in
+//     ws.Conn.NextMessage, whose receive buffer ws gives back while it waits
+//     only on Linux.
+//
+// Each side ends once (sideDone): s.wg counts both, and the connection
+// leaves max_connections when both have ended.
 
 // Writer batch limits: one WritePreparedBatch (one writev) carries at most
 // this many frames (Linux's IOV_MAX) and stops adding frames once this many
@@ -38,8 +58,8 @@ const closeTimeout = 2 * time.Second
 // batch may lose because the writer did not move the deadline for it.
 const deadlineSlack = 50 * time.Millisecond
 
-// session is one WebSocket connection: a reader goroutine that relays what
-// the client sends, and a writer goroutine that follows the log.
+// session is one WebSocket connection: a reader that relays what the client
+// sends, and a writer that follows the log (see "Who runs what" above).
 type session struct {
 	s     *Server
 	conn  *ws.Conn
@@ -62,9 +82,41 @@ type session struct {
 	written             atomic.Uint64 // sequence number after the last written frame
 	writtenBytes        atomic.Int64  // the log's cumulative bytes through it
 
-	done   chan struct{} // closed by finish
-	once   sync.Once
-	exited chan struct{} // closed when the writer has returned
+	done  chan struct{} // closed by finish
+	once  sync.Once
+	sides atomic.Int32 // the reader and the writer, until each has ended (sideDone)
+
+	// The writer: wpend counts the wakes since the running writer started
+	// (0: none runs; only the wake that makes it 1 starts one), wended is
+	// set by the writer that saw the session end. wdeadline is the write
+	// deadline last set; only the running writer touches it.
+	wpend     atomic.Int32
+	wended    atomic.Bool
+	wdeadline time.Time
+
+	// The reader on the poll path (poll_linux.go): polled once registered
+	// with the poller under ptoken; rstate is readRunning while readReady
+	// runs, readArmed while the poller waits for the socket, readEnded at
+	// the end. rc is the socket's, for the poller.
+	polled atomic.Bool
+	rstate atomic.Int32
+	ptoken uint32
+	rc     syscall.RawConn
+}
+
+// The reader's states on the poll path.
+const (
+	readRunning = iota // readReady runs (from the upgrade on)
+	readArmed          // waiting in the poller
+	readEnded
+)
+
+// sideDone ends the reader or the writer side.
+func (c *session) sideDone() {
+	if c.sides.Add(-1) == 0 {
+		c.s.conns.Add(-1) // max_connections
+	}
+	c.s.wg.Done()
 }
 
 // finish records why the connection ends (reason, the close code sent or
@@ -77,6 +129,7 @@ func (c *session) finish(reason string, code ws.StatusCode, detail string, attrs
 		first = true
 		close(c.done)
 		c.s.hub.leave(c.f)
+		c.wakeWriter() // a writer asleep in the hub ends the writer side
 		c.s.removeSession(c, CloseInfo{Session: c.info(), Closed: time.Now(), Reason: reason, Code: code, Detail: detail})
 		c.s.m.closed(reason)
 		lvl := slog.LevelDebug
@@ -93,26 +146,87 @@ func (c *session) finish(reason string, code ws.StatusCode, detail string, attrs
 	return first
 }
 
-// readLoop relays what the client sends until the connection ends. It runs
-// on the HTTP handler's goroutine.
+// readLoop relays what the client sends until the connection ends: the
+// reader of the portable path, a goroutine of its own.
 func (c *session) readLoop() {
+	defer c.sideDone()
 	ctx := context.Background()
 	for {
-		// b is the Conn's until the next read: relay copies what it keeps
-		// (the log owns its copy, under its own bounds), and the Conn keeps
-		// only a small buffer and nothing of max_inflight_bytes after it.
 		op, b, err := c.conn.NextMessage(ctx)
 		if err != nil {
 			c.readFailed(err)
 			return
 		}
-		if isClosed(c.done) {
-			continue // closing: read on until the connection drops
+		c.received(op, b)
+	}
+}
+
+// readReady is the reader of the poll path: started by the poller when the
+// socket is readable (one at a time: rstate), it relays every message the
+// socket holds, then arms the poller again and returns. It may wait (pacing
+// the sender, answering a ping on a full socket, a closing handshake): the
+// poller's loop does not, and an unarmed socket is not read, which is the
+// back-pressure pacing wants.
+func (c *session) readReady() {
+	for {
+		op, b, err := c.conn.TryNextMessage()
+		if err == ws.ErrWouldBlock {
+			c.rstate.Store(readArmed)
+			if err := c.s.arm(c); err != nil && c.rstate.CompareAndSwap(readArmed, readEnded) {
+				c.readEnd() // closed meanwhile: nobody else will end the reader
+			}
+			return
 		}
-		c.framesIn.Add(1)
-		c.bytesIn.Add(uint64(len(b)))
-		c.s.relay(c, c.perms, op, b)
-		c.s.hub.pace(len(b))
+		if err != nil {
+			c.readFailed(err)
+			c.rstate.Store(readEnded)
+			c.readEnd()
+			return
+		}
+		c.received(op, b)
+	}
+}
+
+// readEnd ends the reader side on the poll path, once the connection is
+// closed.
+func (c *session) readEnd() {
+	c.finish(reasonDisconnect, 0, "") // no-op unless nobody said why
+	c.conn.CloseNow()
+	c.s.unpoll(c)
+	c.sideDone()
+}
+
+// received counts and relays one message from the client. b is the Conn's
+// until the next read: relay copies what it keeps (the log owns its copy,
+// under its own bounds), and the Conn keeps no buffer and nothing of
+// max_inflight_bytes after it.
+func (c *session) received(op ws.Opcode, b []byte) {
+	if isClosed(c.done) {
+		return // closing: read on until the connection drops
+	}
+	c.framesIn.Add(1)
+	c.bytesIn.Add(uint64(len(b)))
+	c.s.relay(c, c.perms, op, b)
+	c.s.hub.pace(len(b))
+}
+
+// closeNow drops the connection; closeConn closes it with code (the
+// closing handshake). Every goroutine but the reader closes through them: on
+// the poll path a reader waiting in the poller would never hear of the close
+// (a closed socket leaves epoll silently), so they end it here instead.
+func (c *session) closeNow() {
+	c.conn.CloseNow()
+	c.readerClosed()
+}
+
+func (c *session) closeConn(code ws.StatusCode, reason string) {
+	c.conn.Close(code, reason)
+	c.readerClosed()
+}
+
+func (c *session) readerClosed() {
+	if c.polled.Load() && c.rstate.CompareAndSwap(readArmed, readEnded) {
+		c.readEnd()
 	}
 }
 
@@ -146,60 +260,107 @@ func (c *session) readFailed(err error) {
 	c.conn.CloseNow()
 }
 
-// writeLoop follows the log from the session's cursor and writes what it
-// finds in batches, each with its own deadline, until the session is done.
-func (c *session) writeLoop() {
-	defer close(c.exited)
-	s := c.s
-	var wb writeBatch
-	var deadline time.Time // the write deadline last set
+// wakeWriter makes sure a writer runs for c. The hub calls it (the
+// follower's onWake, outside the hub's lock, on the publisher's or the
+// waker's goroutine) when c's follower sleeps and a frame is published, and
+// finish calls it; a late wake starts a writer that finds nothing to do.
+// Writers run one at a time: only the wake that finds none running starts
+// one.
+func (c *session) wakeWriter() {
+	if c.wpend.Add(1) == 1 {
+		go c.writeTask()
+	}
+}
+
+// writeTask writes what the log holds for c until it has caught up, then
+// sleeps in the hub and returns: an idle session has no writer goroutine
+// and no batch buffers. When it finds the session done, it ends the writer
+// side.
+func (c *session) writeTask() {
+	wb := writeBatches.Get().(*writeBatch)
+	defer func() {
+		wb.reset()
+		writeBatches.Put(wb)
+	}()
 	for {
-		err := c.takeBatch(&wb)
+		if !c.drain(wb) {
+			if c.wended.CompareAndSwap(false, true) {
+				c.sideDone()
+			}
+			return
+		}
+		// Asleep in the hub: the next publish starts a writer, unless some
+		// wake came while this one ran; then look once more.
+		if c.wpend.CompareAndSwap(1, 0) {
+			return
+		}
+		c.wpend.Store(1)
+	}
+}
+
+// drain writes batches until the log holds nothing more for c and c's
+// follower sleeps in the hub (true), or until the session is done (false).
+func (c *session) drain(wb *writeBatch) bool {
+	for {
+		asleep, err := c.takeBatch(wb)
 		if err != nil {
 			if err == ErrLagged {
 				c.slowConsumer(c.cutWhy(""), true)
 			}
-			return
+			return false
 		}
-		if wb.n == 0 {
-			c.wrote(wb.cursor, wb.fetched)
-			continue
+		if asleep {
+			return true
 		}
-		// Each batch gets its WriteTimeout, give or take deadlineSlack: the
-		// deadline is moved only when that gains more than the slack, so
-		// a burst of small batches does not reset a timer each time.
-		wt := s.live.Load().opts.WriteTimeout
-		if want := time.Now().Add(wt); want.Sub(deadline) > min(wt/16, deadlineSlack) || deadline.After(want) {
-			c.conn.SetWriteDeadline(want)
-			deadline = want
+		if !c.write(wb) {
+			return false
 		}
-		if c.f.cut.Load() {
-			// Cut while fetching: the onCut's deadline may have been
-			// overwritten just now.
-			c.slowConsumer(c.cutWhy(""), true)
-			return
-		}
-		err = wb.write(c.conn)
-		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				// Part of a frame may be out: no close frame can follow.
-				if c.f.cut.Load() {
-					c.slowConsumer(c.cutWhy(", write blocked"), false)
-				} else {
-					c.slowConsumer("write timeout", false)
-				}
-				return
-			}
-			if c.finish(reasonWriteError, 0, err.Error(), "error", err.Error()) {
-				c.conn.CloseNow()
-			}
-			return
-		}
-		c.wrote(wb.cursor, wb.fetched)
-		c.framesOut.Add(uint64(wb.n))
-		c.bytesOut.Add(uint64(wb.size))
-		s.m.sent(wb.n, wb.size, s.hub.now()-wb.born)
 	}
+}
+
+// write writes one batch of the log to the client (writeBatch.write: a run
+// as one slice, frames in one writev), with its own deadline, and reports
+// whether the session goes on.
+func (c *session) write(wb *writeBatch) bool {
+	s := c.s
+	if wb.n == 0 {
+		c.wrote(wb.cursor, wb.fetched)
+		return true
+	}
+	// Each batch gets its WriteTimeout, give or take deadlineSlack: the
+	// deadline is moved only when that gains more than the slack, so
+	// a burst of small batches does not reset a timer each time.
+	wt := s.live.Load().opts.WriteTimeout
+	if want := time.Now().Add(wt); want.Sub(c.wdeadline) > min(wt/16, deadlineSlack) || c.wdeadline.After(want) {
+		c.conn.SetWriteDeadline(want)
+		c.wdeadline = want
+	}
+	if c.f.cut.Load() {
+		// Cut while fetching: the onCut's deadline may have been
+		// overwritten just now.
+		c.slowConsumer(c.cutWhy(""), true)
+		return false
+	}
+	if err := wb.write(c.conn); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// Part of a frame may be out: no close frame can follow.
+			if c.f.cut.Load() {
+				c.slowConsumer(c.cutWhy(", write blocked"), false)
+			} else {
+				c.slowConsumer("write timeout", false)
+			}
+			return false
+		}
+		if c.finish(reasonWriteError, 0, err.Error(), "error", err.Error()) {
+			c.closeNow()
+		}
+		return false
+	}
+	c.wrote(wb.cursor, wb.fetched)
+	c.framesOut.Add(uint64(wb.n))
+	c.bytesOut.Add(uint64(wb.size))
+	s.m.sent(wb.n, wb.size, s.hub.now()-wb.born)
+	return true
 }
 
 // cutWhy is the detail of a cut by the queue bounds (hub.cutBehind) or for
@@ -224,8 +385,8 @@ func (c *session) wrote(cursor uint64, cumBytes int64) {
 // closed; otherwise (a write timed out or was interrupted part way through a
 // frame) it drops the connection without a close frame. Either way the close
 // is counted as slow_consumer with why as its detail. Nobody else is
-// affected. It runs on the writer goroutine: ws.Conn.Close may run
-// concurrently with the reader, which reads on until the connection drops.
+// affected. It runs on the writer: ws.Conn.Close may run concurrently with
+// the reader, which reads on until the connection drops.
 func (c *session) slowConsumer(why string, intact bool) {
 	lagMsgs, lagBytes := c.f.lag()
 	code := ws.StatusPolicyViolation
@@ -236,10 +397,10 @@ func (c *session) slowConsumer(why string, intact bool) {
 		return
 	}
 	if code == 0 {
-		c.conn.CloseNow()
+		c.closeNow()
 		return
 	}
-	c.conn.Close(code, "slow consumer")
+	c.closeConn(code, "slow consumer")
 }
 
 // SessionInfo describes one connected client.

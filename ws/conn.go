@@ -81,6 +81,8 @@ type Conn struct {
 	lingerWanted bool      // failRead wrote a close frame: linger, then drop nc
 	// msgPartial: NextMessage timed out with part of a message in msg.
 	msgPartial bool
+	// trying: TryNextMessage is reading; readNet does not wait.
+	trying bool
 
 	// Write side: wmu serialises every frame written to nc.
 	wmu sync.Mutex

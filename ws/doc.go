@@ -121,8 +121,12 @@
 //     receive buffer (ReadBufferSize, 32 KiB by default) goes back to a
 //     pool while a plain TCP or Unix socket on Linux waits for its peer
 //     (Protocol.ReleaseReadBuffer); elsewhere (TLS, other systems) it is
-//     kept. So 4 KiB, compressed or not, 68 KiB with the peer's context
-//     takeover (32 KiB more where the receive buffer is kept),
+//     kept. Read with TryNextMessage (a server that waits for readiness
+//     itself, as the ovbus bus does with epoll), an idle connection holds
+//     no message buffer and no receive buffer (only the window of the
+//     peer's context takeover stays, as above). Otherwise, 4 KiB, compressed
+//     or not, 68 KiB with the peer's context takeover (32 KiB more where
+//     the receive buffer is kept),
 //     whatever the connection received before: larger buffers go back to
 //     pools shared by all connections (classes of 4 KiB to 1 MiB) or to
 //     the garbage collector when the message is done with, at the next

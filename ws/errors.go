@@ -5,6 +5,16 @@ import (
 	"strconv"
 )
 
+// ErrWouldBlock is returned by Conn.TryNextMessage when the socket holds no
+// more bytes for now. The connection is intact; call again once the socket
+// is readable.
+var ErrWouldBlock = errWouldBlock
+
+var (
+	errWouldBlock = errors.New("ws: nothing more to read for now")
+	errNoTryRead  = errors.New("ws: TryNextMessage needs a plain TCP or Unix socket on Linux")
+)
+
 // StatusCode is a close status code (RFC 6455 §7.4).
 type StatusCode uint16
 

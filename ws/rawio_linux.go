@@ -32,6 +32,8 @@ type rawIO struct {
 	rn     int
 	rerrno syscall.Errno
 	readFn func(fd uintptr) bool
+	tryFn  func(fd uintptr) bool
+	again  bool // tryOnce found nothing to read
 	// For readIdle: idle gives the read buffer back while the socket has
 	// nothing to read, refill takes one again once it has.
 	idling bool
@@ -63,7 +65,7 @@ func newRawIO(nc net.Conn) *rawIO {
 		return nil
 	}
 	r := &rawIO{rc: rc, nc: nc}
-	r.readFn, r.writeFn, r.writevFn = r.readOnce, r.writeOnce, r.writevOnce
+	r.readFn, r.tryFn, r.writeFn, r.writevFn = r.readOnce, r.tryOnce, r.writeOnce, r.writevOnce
 	return r
 }
 
@@ -101,6 +103,49 @@ func (r *rawIO) readOnce(fd uintptr) bool {
 		r.rn, r.rerrno = int(n), e
 		return true
 	}
+}
+
+// tryOnce is readOnce for tryRead: it never asks the poller to wait.
+func (r *rawIO) tryOnce(fd uintptr) bool {
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(r.rbuf))), uintptr(len(r.rbuf)))
+		switch e {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			if r.idling && r.idle() {
+				r.rbuf = nil
+			}
+			r.again = true
+			return true
+		}
+		r.rn, r.rerrno = int(n), e
+		return true
+	}
+}
+
+// tryRead is readIdle without waiting: when the socket has nothing to read
+// it returns errWouldBlock at once (having given the buffer back through
+// the idle hook when idle is true). Readiness is then the caller's business
+// (Conn.TryNextMessage).
+func (r *rawIO) tryRead(b []byte, idle bool) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	r.rbuf, r.rn, r.rerrno, r.idling, r.again = b[:min(len(b), maxRawRead)], 0, 0, idle, false
+	err := r.rc.Read(r.tryFn)
+	r.rbuf, r.idling = nil, false
+	switch {
+	case err != nil:
+		return 0, r.opError("read", err)
+	case r.again:
+		return 0, errWouldBlock
+	case r.rerrno != 0:
+		return 0, r.opError("read", os.NewSyscallError("read", r.rerrno))
+	case r.rn == 0:
+		return 0, io.EOF
+	}
+	return r.rn, nil
 }
 
 // read is net.Conn's Read.

@@ -15,5 +15,6 @@ func newRawIO(net.Conn) *rawIO { return nil }
 
 func (*rawIO) read([]byte) (int, error)           { panic("ws: no raw I/O on this platform") }
 func (*rawIO) readIdle([]byte, bool) (int, error) { panic("ws: no raw I/O on this platform") }
+func (*rawIO) tryRead([]byte, bool) (int, error)  { panic("ws: no raw I/O on this platform") }
 func (*rawIO) write([]byte) error                 { panic("ws: no raw I/O on this platform") }
 func (*rawIO) writeBuffers(bufs [][]byte) error   { panic("ws: no raw I/O on this platform") }

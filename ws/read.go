@@ -67,6 +67,60 @@ func (c *Conn) NextMessage(ctx context.Context) (Opcode, []byte, error) {
 	return op, buf, stop(nil)
 }
 
+// TryNextMessage is NextMessage for a server that waits for readiness
+// itself (an epoll loop, say) instead of parking a goroutine on every
+// connection: it reads what the socket holds without waiting for more, and
+// returns ErrWouldBlock when that is not yet a whole message. The part of a
+// message already read is kept for the next call; when none is held, the
+// message buffer and the receive buffer go back to the pools, so that
+// between calls an idle connection holds no read buffer at all (doc.go,
+// "Memory"). The payload is valid until the next read call, as with
+// NextMessage, and everything else is NextMessage's: a ping is answered (the
+// pong's write may wait for the socket, up to the write deadline), a close
+// frame is echoed, a protocol error is answered with its close code and
+// the connection lingers for up to a second before it is dropped. So call it
+// from a goroutine that may wait that long, not from the loop that waits
+// for readiness. It needs a plain TCP or Unix socket on Linux (CanTryRead);
+// elsewhere it returns an error.
+func (c *Conn) TryNextMessage() (Opcode, []byte, error) {
+	if c.rio == nil {
+		return 0, nil, errNoTryRead
+	}
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	buf := c.msg
+	if c.msgPartial {
+		c.msgPartial = false
+	} else {
+		c.doneMessage()
+		buf = c.msg[:0]
+	}
+	c.trying = true
+	op, buf, err := c.readInto(buf, true)
+	c.trying = false
+	c.msg = buf
+	if err == nil {
+		return op, buf, nil
+	}
+	if c.readErr == nil && (err == ErrWouldBlock || isTimeout(err)) {
+		if len(buf) > 0 {
+			c.msgPartial = true // the stream is intact: go on next time
+		} else {
+			c.doneMessage()
+			putBuf(c.msgp, c.msg) // idle: no message buffer either
+			c.msg, c.msgp = nil, nil
+		}
+		return 0, nil, err
+	}
+	c.doneMessage()
+	c.lingerIfFailed()
+	return 0, nil, err
+}
+
+// CanTryRead reports whether TryNextMessage works on this connection: a
+// plain TCP or Unix socket on Linux.
+func (c *Conn) CanTryRead() bool { return c.rio != nil }
+
 // doneMessage ends the life of the message the last read call returned: its
 // charge on the Budget is released, and NextMessage's buffer goes back to
 // the pools unless it is small. The caller holds rmu.
@@ -118,14 +172,14 @@ func (c *Conn) readInto(buf []byte, owned bool) (Opcode, []byte, error) {
 				continue
 			}
 			if err != nil {
-				c.mcharge.release()
+				c.releaseUnlessWouldBlock(err)
 				return 0, buf, err
 			}
 			continue
 		}
 		ev, err := c.nextEvent()
 		if err != nil {
-			c.mcharge.release()
+			c.releaseUnlessWouldBlock(err)
 			return 0, buf, err
 		}
 		if n := len(ev.Payload); n > 0 {
@@ -144,6 +198,15 @@ func (c *Conn) readInto(buf []byte, owned bool) (Opcode, []byte, error) {
 		if ev.Fin {
 			return c.endMessage(ev.Op, buf)
 		}
+	}
+}
+
+// releaseUnlessWouldBlock gives back the charge of the message being read
+// when its read failed or timed out; a TryNextMessage that found no more
+// bytes keeps it, since the message goes on with the next call.
+func (c *Conn) releaseUnlessWouldBlock(err error) {
+	if err != errWouldBlock {
+		c.mcharge.release()
 	}
 }
 
@@ -396,9 +459,15 @@ func (c *Conn) readNet(b []byte, idle bool) (int, error) {
 	}
 	var n int
 	var err error
-	if c.rio != nil {
+	switch {
+	case c.rio != nil && c.trying:
+		n, err = c.rio.tryRead(b, idle)
+		if err == errWouldBlock {
+			return 0, err // nothing consumed, the stream is intact
+		}
+	case c.rio != nil:
 		n, err = c.rio.readIdle(b, idle)
-	} else {
+	default:
 		n, err = c.nc.Read(b)
 	}
 	if err == nil || n > 0 {

@@ -1,0 +1,225 @@
+//go:build linux
+
+package bus
+
+import (
+	"os"
+	"sync"
+	"syscall"
+)
+
+// The poller: readiness of the sessions' sockets on Linux over plain TCP,
+// so that an idle session needs no goroutine of its own (session.go, "Who
+// runs what").
+//
+// One epoll instance for the process, created with the first such
+// connection and kept for the life of the process, serves every Server.
+// The epoll descriptor is itself non-blocking and watched by the Go
+// runtime's poller (an epoll descriptor is readable while it has events),
+// so the one goroutine that waits for it is parked like any goroutine on a
+// socket, not blocked in a system call holding a thread and its P. It only
+// waits and dispatches: for the readable sockets it starts each session's
+// readReady, which does everything that may wait (relaying, pacing,
+// answering pings, closing) and arms the socket again once it has read all
+// there is; the last one it runs itself, after starting the next waiting
+// goroutine, so that a message does not wait for the scheduler to reach
+// its reader. So one waiter is enough whatever GOMAXPROCS is, and no
+// client can hold it up.
+//
+// A socket is registered one-shot and level-triggered: after an event it
+// reports nothing until readReady arms it again (EPOLL_CTL_MOD), which
+// reports at once whatever arrived meanwhile. So one reader at a time runs
+// per session without a lock, and no byte is missed. The event carries the
+// session's token, not its file descriptor, and every epoll_ctl runs inside
+// syscall.RawConn.Control, which keeps the descriptor open: a descriptor
+// closed and reused by another connection is never touched under the old
+// session's name. Closing a socket takes it out of epoll by itself;
+// session.readerClosed ends a reader that waited for it.
+//
+// The sockets stay registered with the Go runtime's poller too, which the
+// writers need: writes (and their deadlines) go through the *net.TCPConn as
+// on every other path.
+type poller struct {
+	epfd  int
+	file  *os.File // epfd, for the runtime's poller
+	mu    sync.Mutex
+	conns map[uint32]*session // by token
+	next  uint32              // the last token handed out
+	// The waiting loop's scratch.
+	evs   []syscall.EpollEvent
+	ready []*session
+}
+
+// pollEvents arms a socket: readable, or the peer shut down or reset
+// (EPOLLHUP and EPOLLERR are reported always), once.
+const pollEvents = syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT
+
+// pollDisabled makes every session use the portable reader (readLoop), as
+// on other systems; the tests set it to run the bus's tests on that path
+// too (OVBUS_TEST_PORTABLE).
+var pollDisabled bool
+
+var (
+	pollerOnce sync.Once
+	thePoller  *poller
+	pollerErr  error
+)
+
+// getPoller returns the process's poller, made on first use.
+func getPoller() (*poller, error) {
+	pollerOnce.Do(func() {
+		fd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+		if err == nil {
+			err = syscall.SetNonblock(fd, true)
+		}
+		var rc syscall.RawConn
+		var f *os.File
+		if err == nil {
+			f = os.NewFile(uintptr(fd), "epoll") // pollable: fd is non-blocking
+			rc, err = f.SyscallConn()
+		}
+		if err != nil {
+			if f != nil {
+				f.Close()
+			} else if fd >= 0 {
+				syscall.Close(fd)
+			}
+			pollerErr = err
+			return
+		}
+		thePoller = &poller{epfd: fd, file: f, conns: make(map[uint32]*session), evs: make([]syscall.EpollEvent, 256)}
+		go thePoller.loop(rc)
+	})
+	return thePoller, pollerErr
+}
+
+// poll registers c's socket with the poller and reports whether c's reader
+// is readReady (true) or readLoop (false: TLS, not a TCP socket, or no
+// epoll). c's reader is then running (readRunning): the caller runs it.
+func (s *Server) poll(c *session) bool {
+	if pollDisabled || !c.conn.CanTryRead() {
+		return false
+	}
+	sc, ok := c.conn.NetConn().(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	p, err := getPoller()
+	if err != nil {
+		s.log.Warn("No epoll: one reader goroutine per connection", "error", err) // rate-limited
+		return false
+	}
+	c.rc = rc
+	p.mu.Lock()
+	for {
+		p.next++
+		if _, used := p.conns[p.next]; !used && p.next != 0 {
+			break
+		}
+	}
+	c.ptoken = p.next
+	p.conns[c.ptoken] = c
+	p.mu.Unlock()
+	if err := p.ctl(c, syscall.EPOLL_CTL_ADD); err != nil {
+		p.remove(c)
+		return false
+	}
+	c.polled.Store(true)
+	return true
+}
+
+// arm asks the poller for the next readable event of c's socket; it fails
+// once the socket is closed.
+func (s *Server) arm(c *session) error {
+	return thePoller.ctl(c, syscall.EPOLL_CTL_MOD) // made by poll
+}
+
+// unpoll forgets c (its socket is closed, which took it out of epoll).
+func (s *Server) unpoll(c *session) {
+	if c.polled.Load() {
+		thePoller.remove(c)
+	}
+}
+
+func (p *poller) remove(c *session) {
+	p.mu.Lock()
+	if p.conns[c.ptoken] == c {
+		delete(p.conns, c.ptoken)
+	}
+	p.mu.Unlock()
+}
+
+// ctl runs epoll_ctl op on c's socket while it is open.
+func (p *poller) ctl(c *session, op int) error {
+	ev := syscall.EpollEvent{Events: pollEvents, Fd: int32(c.ptoken)}
+	var cerr error
+	err := c.rc.Control(func(fd uintptr) {
+		cerr = syscall.EpollCtl(p.epfd, op, int(fd), &ev)
+	})
+	if err != nil {
+		return err
+	}
+	return cerr
+}
+
+// loop waits for events, and hands the waiting on: once it has events it
+// starts the readers of the readable sessions but one, starts the next loop
+// and becomes that one session's reader itself, so that a message reaches
+// its reader without waiting for the scheduler. One loop at a time waits
+// (rc.Read holds epfd's read lock), so evs and ready are its own.
+func (p *poller) loop(rc syscall.RawConn) {
+	var mine *session
+	err := rc.Read(func(fd uintptr) bool {
+		for {
+			n, err := syscall.EpollWait(int(fd), p.evs, 0)
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil {
+				panic("bus: epoll_wait: " + err.Error()) // the epoll fd is ours: cannot happen
+			}
+			if n == 0 {
+				return false // wait until epfd is readable
+			}
+			if mine = p.dispatch(p.evs[:n]); mine != nil {
+				return true
+			}
+		}
+	})
+	if err != nil {
+		panic("bus: epoll descriptor: " + err.Error()) // never closed
+	}
+	go p.loop(rc)
+	mine.readReady()
+}
+
+// dispatch starts the readers of the sessions whose sockets evs report but
+// one, which it returns (nil if none is to be started).
+func (p *poller) dispatch(evs []syscall.EpollEvent) *session {
+	p.mu.Lock()
+	for _, ev := range evs {
+		// A token whose session is gone (an event of a socket being
+		// closed) finds nothing; one handed out again meanwhile starts a
+		// reader that finds nothing to read and arms again.
+		if c := p.conns[uint32(ev.Fd)]; c != nil {
+			p.ready = append(p.ready, c)
+		}
+	}
+	p.mu.Unlock()
+	var mine *session
+	for i, c := range p.ready {
+		if c.rstate.CompareAndSwap(readArmed, readRunning) {
+			if mine != nil {
+				go mine.readReady()
+			}
+			mine = c
+		}
+		p.ready[i] = nil
+	}
+	p.ready = p.ready[:0]
+	return mine
+}

@@ -1,0 +1,151 @@
+//go:build linux
+
+package ws
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"testing"
+	"time"
+)
+
+// tryPair returns a server Conn on one end of a loopback TCP connection and
+// a client Protocol that encodes frames for the other end.
+func tryPair(t *testing.T, budget *Budget) (*Conn, net.Conn, *Protocol) {
+	t.Helper()
+	a, b := tcpPair(t)
+	c := newConn(b, connConfig{role: RoleServer, maxMessageSize: -1, maxFrameSize: -1, budget: budget})
+	if !c.CanTryRead() {
+		t.Fatal("CanTryRead false on a TCP connection")
+	}
+	return c, a, NewProtocol(Config{Role: RoleClient, MaxMessageSize: -1, MaxFrameSize: -1})
+}
+
+// tryUntil calls TryNextMessage until it returns a message or an error other
+// than ErrWouldBlock. The client's bytes are all written before, so the
+// loop ends once the kernel has moved them.
+func tryUntil(t *testing.T, c *Conn) (Opcode, []byte, error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		op, b, err := c.TryNextMessage()
+		if err != ErrWouldBlock {
+			return op, b, err
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no message after 10 s")
+		}
+	}
+}
+
+// TestTryNextMessageIdleHoldsNothing: TryNextMessage returns ErrWouldBlock
+// at once on a silent socket and then holds neither a receive buffer nor a
+// message buffer, after a small message and after a large one alike.
+func TestTryNextMessageIdleHoldsNothing(t *testing.T) {
+	c, a, cp := tryPair(t, nil)
+	if _, _, err := c.TryNextMessage(); err != ErrWouldBlock {
+		t.Fatalf("silent socket: %v, want ErrWouldBlock", err)
+	}
+	for _, size := range []int{10, 3 << 20} {
+		payload := bytes.Repeat([]byte{'q'}, size)
+		frame, err := cp.AppendMessage(nil, OpBinary, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go a.Write(frame)
+		op, b, err := tryUntil(t, c)
+		if err != nil || op != OpBinary || !bytes.Equal(b, payload) {
+			t.Fatalf("size %d: op %v, %d bytes, %v", size, op, len(b), err)
+		}
+		if _, _, err := c.TryNextMessage(); err != ErrWouldBlock {
+			t.Fatalf("after the message: %v, want ErrWouldBlock", err)
+		}
+		if c.msg != nil || c.p.buf != nil || len(c.chunks) != 0 {
+			t.Fatalf("size %d: idle connection holds a message buffer of %d, a receive buffer of %d, %d pieces", size, cap(c.msg), cap(c.p.buf), len(c.chunks))
+		}
+	}
+}
+
+// TestTryNextMessageSplitFrame: a frame that arrives a byte at a time is
+// put together across calls, and its Budget charge stays while it is
+// incomplete.
+func TestTryNextMessageSplitFrame(t *testing.T) {
+	budget := NewBudget(1 << 20)
+	c, a, cp := tryPair(t, budget)
+	a.(*net.TCPConn).SetNoDelay(true)
+	payload := bytes.Repeat([]byte("split "), 20<<10) // 120 KiB: above BudgetFree, charged
+	frame, err := cp.AppendMessage(nil, OpText, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The header a byte at a time, then all but the last byte.
+	for i := range 10 {
+		if _, err := a.Write(frame[i : i+1]); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := c.TryNextMessage(); err != ErrWouldBlock && err != nil {
+			t.Fatalf("after %d bytes: %v", i+1, err)
+		}
+	}
+	if _, err := a.Write(frame[10 : len(frame)-1]); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for budget.InUse() < int64(len(payload))/2 { // the charge stays between calls
+		if _, _, err := c.TryNextMessage(); err != ErrWouldBlock {
+			t.Fatalf("incomplete frame: %v, want ErrWouldBlock", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Budget holds %d bytes of an incomplete message of %d", budget.InUse(), len(payload))
+		}
+	}
+	if _, err := a.Write(frame[len(frame)-1:]); err != nil {
+		t.Fatal(err)
+	}
+	op, b, err := tryUntil(t, c)
+	if err != nil || op != OpText || !bytes.Equal(b, payload) {
+		t.Fatalf("op %v, %d bytes, %v", op, len(b), err)
+	}
+	if _, _, err := c.TryNextMessage(); err != ErrWouldBlock {
+		t.Fatalf("after the message: %v", err)
+	}
+	if n := budget.InUse(); n != 0 {
+		t.Fatalf("Budget holds %d bytes after the message", n)
+	}
+}
+
+// TestTryNextMessageCloseAndPing: a ping read by TryNextMessage is answered,
+// and a close frame is echoed and reported as a *CloseError.
+func TestTryNextMessageCloseAndPing(t *testing.T) {
+	c, a, cp := tryPair(t, nil)
+	out := cp.AppendPing(nil, []byte("hi"))
+	out, _ = cp.AppendClose(out, StatusNormalClosure, "bye")
+	if _, err := a.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := tryUntil(t, c)
+	var ce *CloseError
+	if !errors.As(err, &ce) || ce.Code != StatusNormalClosure {
+		t.Fatalf("got %v, want close 1000", err)
+	}
+	a.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var got []byte
+	buf := make([]byte, 256)
+	for {
+		n, err := a.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			break
+		}
+	}
+	cp.Receive(got)
+	ev, err := cp.Next()
+	if err != nil || ev.Kind != EventPong || string(ev.Payload) != "hi" {
+		t.Fatalf("first frame back: %+v %v, want the pong", ev, err)
+	}
+	ev, err = cp.Next()
+	if err != nil || ev.Kind != EventClose || ev.Code != StatusNormalClosure {
+		t.Fatalf("second frame back: %+v %v, want the echoed close", ev, err)
+	}
+}
