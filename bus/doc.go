@@ -10,10 +10,11 @@
 // # Fan-out
 //
 // Each message is encoded once into a ws.PreparedMessage and appended to one
-// shared log. Every client has a writer goroutine that follows the log at its
-// own cursor and writes everything it has not sent yet in one system call
-// (writev), with a deadline per batch. Writers with nothing to do sleep and
-// are woken by the publisher, which touches only the sleepers. A client that
+// shared log. Every client follows the log at its own cursor: while it has
+// frames to send, a writer (a goroutine that exists only then) writes
+// everything it has not sent yet in one system call, with a deadline per
+// batch. A client with nothing to send has no writer; the publisher wakes it
+// (and only the sleeping ones) when a frame arrives. A client that
 // falls further behind than MaxQueueMessages or MaxQueueBytes, or that does
 // not take a batch within WriteTimeout, is closed with 1008 "slow consumer";
 // nobody else waits for it or loses a message, and the log never holds more

@@ -13,7 +13,7 @@ import (
 //
 // Every relayed frame is encoded once (a ws.PreparedMessage) and appended to
 // one shared log under one mutex, which gives every message a sequence number
-// and so one total order. Each receiver (a session's writer goroutine, the
+// and so one total order. Each receiver (a session's on-demand writer, the
 // in-process dispatcher, a public Follower) is a follower (follow.go): it
 // reads the log at its own cursor, without locks, taking as many frames at a
 // time as there are (up to a batch limit); a session writes them in one
