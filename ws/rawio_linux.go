@@ -89,39 +89,39 @@ func (r *rawIO) readOnce(fd uintptr) bool {
 		b := r.refill() // readable again after idle
 		r.rbuf = b[:min(len(b), maxRawRead)]
 	}
+	n, e := r.rawRead(fd)
+	if e == syscall.EAGAIN {
+		if r.idling && r.idle() {
+			r.rbuf, r.idling = nil, false
+		}
+		return false // wait until readable
+	}
+	r.rn, r.rerrno = n, e
+	return true
+}
+
+// rawRead reads into rbuf with a raw system call, again when interrupted.
+func (r *rawIO) rawRead(fd uintptr) (int, syscall.Errno) {
 	for {
 		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(r.rbuf))), uintptr(len(r.rbuf)))
-		switch e {
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			if r.idling && r.idle() {
-				r.rbuf, r.idling = nil, false
-			}
-			return false // wait until readable
+		if e != syscall.EINTR {
+			return int(n), e
 		}
-		r.rn, r.rerrno = int(n), e
-		return true
 	}
 }
 
 // tryOnce is readOnce for tryRead: it never asks the poller to wait.
 func (r *rawIO) tryOnce(fd uintptr) bool {
-	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(r.rbuf))), uintptr(len(r.rbuf)))
-		switch e {
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			if r.idling && r.idle() {
-				r.rbuf = nil
-			}
-			r.again = true
-			return true
+	n, e := r.rawRead(fd)
+	if e == syscall.EAGAIN {
+		if r.idling && r.idle() {
+			r.rbuf = nil
 		}
-		r.rn, r.rerrno = int(n), e
+		r.again = true
 		return true
 	}
+	r.rn, r.rerrno = n, e
+	return true
 }
 
 // tryRead is readIdle without waiting: when the socket has nothing to read

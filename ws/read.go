@@ -41,14 +41,7 @@ func (c *Conn) ReadMessageInto(ctx context.Context, buf []byte) (Opcode, []byte,
 func (c *Conn) NextMessage(ctx context.Context) (Opcode, []byte, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
-	buf := c.msg
-	if c.msgPartial {
-		// The last call timed out in the middle of this message: go on.
-		c.msgPartial = false
-	} else {
-		c.doneMessage()
-		buf = c.msg[:0]
-	}
+	buf := c.resumeMessage()
 	stop, err := c.watchRead(ctx)
 	if err != nil {
 		return 0, nil, err
@@ -88,13 +81,7 @@ func (c *Conn) TryNextMessage() (Opcode, []byte, error) {
 	}
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
-	buf := c.msg
-	if c.msgPartial {
-		c.msgPartial = false
-	} else {
-		c.doneMessage()
-		buf = c.msg[:0]
-	}
+	buf := c.resumeMessage()
 	c.trying = true
 	op, buf, err := c.readInto(buf, true)
 	c.trying = false
@@ -120,6 +107,19 @@ func (c *Conn) TryNextMessage() (Opcode, []byte, error) {
 // CanTryRead reports whether TryNextMessage works on this connection: a
 // plain TCP or Unix socket on Linux.
 func (c *Conn) CanTryRead() bool { return c.rio != nil }
+
+// resumeMessage returns the buffer the next message is read into: the part
+// of a message the last call left (it timed out, or would have blocked, in
+// the middle of it), or, after the end of the last message (doneMessage),
+// an empty buffer. The caller holds rmu.
+func (c *Conn) resumeMessage() []byte {
+	if c.msgPartial {
+		c.msgPartial = false
+		return c.msg
+	}
+	c.doneMessage()
+	return c.msg[:0]
+}
 
 // doneMessage ends the life of the message the last read call returned: its
 // charge on the Budget is released, and NextMessage's buffer goes back to
