@@ -121,6 +121,25 @@ func waitLink(t *testing.T, up bool, timeout time.Duration, nodes ...*clusterNod
 	}
 }
 
+// waitMesh waits until every node's /health counts peers routes: a NATS
+// cluster forwards a message one route hop only, so a frame the stream's
+// leader republishes reaches a node only over a route between the two. The
+// link is up (waitLink) as soon as the node reaches a quorum of the stream,
+// which after a heal may be before all its routes are back.
+func waitMesh(t *testing.T, peers int, timeout time.Duration, nodes ...*clusterNode) {
+	t.Helper()
+	want := strconv.Itoa(peers) + " peers"
+	deadline := time.Now().Add(timeout)
+	for _, nd := range nodes {
+		for h := nd.health(); !strings.Contains(h, want); h = nd.health() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: /health = %q after %v, want %q", nd.name, h, timeout, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
 // collector reads every frame of one connection after the greeting.
 type collector struct {
 	t    *testing.T
@@ -450,6 +469,7 @@ func TestClusterCutLink(t *testing.T) {
 		p.start()
 	}
 	waitLink(t, true, 30*time.Second, nodes...)
+	waitMesh(t, 2, 30*time.Second, nodes...)
 	m = clusterMsg("healed", 0)
 	s0.send(ws.OpText, []byte(m))
 	for _, c := range cs {
