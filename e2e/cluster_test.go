@@ -110,6 +110,12 @@ func waitLink(t *testing.T, up bool, timeout time.Duration, nodes ...*clusterNod
 	if up {
 		want = "cluster: up"
 	}
+	waitHealth(t, want, timeout, nodes...)
+}
+
+// waitHealth waits until every node's /health contains want.
+func waitHealth(t *testing.T, want string, timeout time.Duration, nodes ...*clusterNode) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for _, nd := range nodes {
 		for h := nd.health(); !strings.Contains(h, want); h = nd.health() {
@@ -128,16 +134,7 @@ func waitLink(t *testing.T, up bool, timeout time.Duration, nodes ...*clusterNod
 // which after a heal may be before all its routes are back.
 func waitMesh(t *testing.T, peers int, timeout time.Duration, nodes ...*clusterNode) {
 	t.Helper()
-	want := strconv.Itoa(peers) + " peers"
-	deadline := time.Now().Add(timeout)
-	for _, nd := range nodes {
-		for h := nd.health(); !strings.Contains(h, want); h = nd.health() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: /health = %q after %v, want %q", nd.name, h, timeout, want)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	waitHealth(t, strconv.Itoa(peers)+" peers", timeout, nodes...)
 }
 
 // collector reads every frame of one connection after the greeting.
