@@ -391,13 +391,21 @@ func TestMetricsEndpoint(t *testing.T) {
 	read(t, a)
 	send(t, a, ws.OpText, []byte(`{"type":"m","context":{"session":1}}`))
 	read(t, a)
-	resp, err := http.Get("http://" + s.MetricsAddr().String() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	// A writer counts its frames once its write has returned, which may be
+	// after the client has read them: scrape until the second is counted.
+	var m string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		resp, err := http.Get("http://" + s.MetricsAddr().String() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		m = string(body)
+		if strings.Contains(m, "ovbus_frames_sent_total 2") || time.Now().After(deadline) {
+			break
+		}
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	m := string(body)
 	for _, want := range []string{
 		"ovbus_connections 1",
 		"ovbus_connections_total 1",
