@@ -201,8 +201,8 @@ func TestHandlerOrderAndSlowHandler(t *testing.T) {
 		}
 	}
 	// WaitFor is served by the reader itself: it works while the slow handler blocks.
-	go c.Emit(ctx, message.New("probe", nil))
-	if _, err := c.WaitFor(ctx, "probe", 3*time.Second); err != nil {
+	// (WaitForResponse registers its waiter before it emits; the bus echoes the probe.)
+	if _, err := c.WaitForResponse(ctx, message.New("probe", nil), "probe", 3*time.Second); err != nil {
 		t.Fatalf("reading stalled behind a slow handler: %v", err)
 	}
 	select {
