@@ -296,6 +296,7 @@ func TestListenWaitsForTheBus(t *testing.T) {
 	if lines := l.waitOutput(t, 1); !strings.Contains(lines[0], `"connected"`) {
 		t.Errorf("first line %q", lines[0])
 	}
+	l.waitStderr("connected to " + url)
 	if got := l.err.String(); strings.Count(got, "waiting for the bus") != 1 || !strings.Contains(got, "connected to "+url) {
 		t.Errorf("stderr %q", got)
 	}
@@ -313,5 +314,14 @@ func TestListenExclude(t *testing.T) {
 	lines := l.waitOutput(t, 2)
 	if len(lines) != 2 || !strings.Contains(lines[0], `"a.keep"`) || !strings.Contains(lines[1], `"a.last"`) {
 		t.Errorf("lines %q", lines)
+	}
+}
+
+// waitStderr waits (up to 5 s) until listen's stderr holds want. "connected
+// to" is written when the client reports its state, on another goroutine
+// than the messages: it may come after the first line of output.
+func (l *listenRun) waitStderr(want string) {
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(l.err.String(), want) && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
 	}
 }

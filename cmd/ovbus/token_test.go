@@ -60,6 +60,7 @@ func TestSendTokenAndNotAllowed(t *testing.T) {
 	// listen prints the URL without the token.
 	l := startListen(t, "--url", url+"?token="+testSecret, "--reconnect=false")
 	l.waitOutput(t, 1)
+	l.waitStderr("connected to " + url + "?token=REDACTED")
 	if got := l.err.String(); !strings.Contains(got, "connected to "+url+"?token=REDACTED") {
 		t.Errorf("listen's stderr %q", got)
 	}
