@@ -71,7 +71,7 @@ func newMetrics(s *Server) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ovbus", Name: "log_messages",
 			Help: "Messages held in the fan-out log."}, func() float64 { n, _ := s.hub.retained(); return float64(n) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ovbus", Name: "log_bytes",
-			Help: "Frame bytes held in the fan-out log."}, func() float64 { _, b := s.hub.retained(); return float64(b) }),
+			Help: "Bytes the fan-out log holds: its encoded frames, each shared segment counted whole while it holds a retained frame."}, func() float64 { _, b := s.hub.retained(); return float64(b) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ovbus", Name: "inflight_bytes",
 			Help: "Bytes held of the messages being read from clients (max_inflight_bytes bounds them)."}, func() float64 { return float64(s.inflight.InUse()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "ovbus", Name: "inflight_refused_total",
