@@ -50,6 +50,9 @@ func TestParseScenariosAndTargets(t *testing.T) {
 	if ls, _ := ParseLoadScenarios("std"); len(ls) != len(LoadPresets["std"]) {
 		t.Errorf("std: %v", ls)
 	}
+	if ls, _ := ParseLoadScenarios("echo"); !slices.Equal(ls, []LoadScenario{{1, 300, 1}, {1, 300, 64}, {1, 1 << 20, 1}, {100, 1024, 16}}) {
+		t.Errorf("echo: %v", ls)
+	}
 	tg, err := ParseTarget("gws=ws://127.0.0.1:9/core")
 	if err != nil || tg.Name != "gws" || tg.URL != "ws://127.0.0.1:9/core" {
 		t.Errorf("target: %+v %v", tg, err)

@@ -3,7 +3,7 @@
 #
 #   bench/run.sh [--repeat N] [--peers "gorilla gws gobwas coder tornado node uws"]
 #                [--pairs] [--quick] [--no-fanout] [--no-loadtest] [--idle] [--pin]
-#                [--preset LIST] [--crosscheck] [--out DIR]
+#                [--preset LIST] [--echo-preset LIST] [--crosscheck] [--out DIR]
 #
 # Fan-out: starts `ovbus serve` (OVOS_BUS_PORT, configuration isolated from the
 # user's) and every peer's fan-out server (bench/peers/run-peer.sh), each its
@@ -11,7 +11,7 @@
 # interleaved A B C … A B C … With --pairs, each peer runs alone beside ovbus
 # instead: one comparison (and one table) per peer.
 # Echo: starts examples/echoserver and every peer's echo server (Tornado has
-# none) and runs `ovbus loadtest --preset std` the same way.
+# none) and runs `ovbus loadtest --preset std` (or --echo-preset) the same way.
 #
 # Idle memory (--idle): starts each server afresh, alone (`ovbus serve`, then
 # every peer's fan-out server), opens 5 000 and then 19 000 idle connections to
@@ -29,6 +29,8 @@
 #   --peers LIST which peers (default: all seven)
 #   --idle       also measure idle memory (IDLE_LEVELS, default 5000,19000)
 #   --preset LIST  fan-out scenarios (default seeds), e.g. 100x2000,1000x200
+#   --echo-preset LIST  echo scenarios (default std), a preset (std, echo: issue
+#                13's four) or CONNSxPAYLOAD[wWINDOW],... e.g. 1x300,1x300w64,1x1m
 #   --crosscheck after each fan-out comparison, run the same scenarios on the
 #                same servers with the independent client (bench/peers/cmd/client
 #                fanout, gobwas/ws): NAME-crosscheck.txt beside NAME.md
@@ -43,7 +45,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 repeat=3
 peers="gorilla gws gobwas coder tornado node uws"
-pairs=0 quick=0 fanout=1 loadtest=1 idle=0 pin=0 crosscheck=0 preset=seeds quiet=
+pairs=0 quick=0 fanout=1 loadtest=1 idle=0 pin=0 crosscheck=0 preset=seeds echo_preset=std quiet=
 out=""
 while [[ $# -gt 0 ]]; do
 	case $1 in
@@ -56,6 +58,7 @@ while [[ $# -gt 0 ]]; do
 	--idle) idle=1; shift ;;
 	--pin) pin=1; shift ;;
 	--preset) preset=$2; shift 2 ;;
+	--echo-preset) echo_preset=$2; shift 2 ;;
 	--crosscheck) crosscheck=1; shift ;;
 	--out) out=$2; shift 2 ;;
 	--quiet-load) quiet=$2; shift 2 ;;
@@ -247,7 +250,7 @@ if [[ $loadtest == 1 ]]; then
 		targets+=("$p=ws://$host:$port/core")
 		port=$((port + 1))
 	done
-	args=(loadtest --preset std --duration 2s --repeat "$repeat")
+	args=(loadtest --preset "$echo_preset" --duration 2s --repeat "$repeat")
 	if [[ $quick == 1 ]]; then args=(loadtest --preset 10x1k --duration 500ms --repeat 1); fi
 	args+=(--pause 500ms --format markdown --save-json "$out/loadtest.json" --plot "$out/loadtest.svg" --verbose "${targets[@]}")
 	echo "${clipin[*]}${clipin:+ }ovbus ${args[*]}" >>"$out/commands.txt"

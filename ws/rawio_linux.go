@@ -77,10 +77,18 @@ const maxIovecs = 1024
 // while around an ordinary system call the runtime hands them to another
 // thread. So only short calls are raw. maxRawWrite is the most bytes written
 // with a raw call: a larger write goes through net.Conn (on loopback the
-// writer's call also does the receiver's TCP work). maxRawRead is the most
-// bytes one raw read takes; a read only copies what has arrived.
+// writer's call also does the receiver's TCP work). It covers a flush of the
+// default write buffer (DefaultWriteBufferSize, plus the frame that filled
+// it): the answers to a pipelined burst (64 echoes of 300 B, 16 of 1 KiB)
+// are 16–20 KiB, and sent through net.Conn they cost a server about twice
+// the CPU time per message — the runtime's hand-off around the call lets
+// the other connections' goroutines run in between, each then reading and
+// writing smaller batches (issue 13: 100 connections × 1 KiB, window 16,
+// 4.7 → 2.5 µs of server CPU per echo; bench/results/echo-2026-12-01-s4-echo.md).
+// maxRawRead is the most bytes one raw read takes; a read only copies what
+// has arrived.
 const (
-	maxRawWrite = 16 << 10
+	maxRawWrite = 64 << 10
 	maxRawRead  = 64 << 10
 )
 

@@ -51,7 +51,12 @@ func newHandler(maxSize int64, compress bool) http.Handler {
 // echo sends every message back until the peer closes. The answers are
 // buffered (BufferMessage): the Conn writes them before it next waits for the
 // network, so the echoes of all the messages one read brought in leave in
-// one system call, and a lone message's echo leaves at once.
+// one system call, and a lone message's echo leaves at once. The message is
+// read with ReadMessageInto into one buffer kept for the connection's life:
+// a large message is read straight into it and goes out from it again
+// (header and payload in one writev), with no pool round trip per message
+// (NextMessage's buffers go back to shared pools, the better choice for a
+// server of many mostly idle connections).
 func echo(c *ws.Conn) {
 	defer c.CloseNow()
 	var buf []byte
