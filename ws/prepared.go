@@ -45,14 +45,29 @@ func NewPreparedMessage(op Opcode, payload []byte, co CompressionOptions) (*Prep
 // written as one slice (Conn.WritePreparedFrames). PreparedFrameSize tells
 // how many bytes the frame takes.
 func AppendPreparedMessage(dst []byte, op Opcode, payload []byte, co CompressionOptions) ([]byte, *PreparedMessage, error) {
+	m := new(PreparedMessage)
+	dst, err := AppendPreparedMessageTo(m, dst, op, payload, co)
+	if err != nil {
+		return dst, nil, err
+	}
+	return dst, m, nil
+}
+
+// AppendPreparedMessageTo is AppendPreparedMessage storing the message in
+// *m, which the caller provides: for instance an element of an array in
+// which it allocates many messages at once, to save an allocation per
+// message. m must not be in use: a zero PreparedMessage, or one nobody
+// refers to any more (it is overwritten whole). On error m is left as it
+// was.
+func AppendPreparedMessageTo(m *PreparedMessage, dst []byte, op Opcode, payload []byte, co CompressionOptions) ([]byte, error) {
 	switch {
 	case op.IsData():
 	case op.IsControl() && !op.IsReserved():
 		if len(payload) > MaxControlPayload {
-			return dst, nil, errPreparedControl
+			return dst, errPreparedControl
 		}
 	default:
-		return dst, nil, errNotData
+		return dst, errNotData
 	}
 	h := Header{Fin: true, Op: op, Length: int64(len(payload))}
 	hlen := HeaderSize(h)
@@ -62,8 +77,8 @@ func AppendPreparedMessage(dst []byte, op Opcode, payload []byte, co Compression
 	start := len(dst)
 	dst = AppendHeader(dst, h)
 	dst = append(dst, payload...)
-	plain := dst[start:len(dst):len(dst)]
-	return dst, &PreparedMessage{op: op, co: co.normalize(), plain: plain, hlen: hlen}, nil
+	*m = PreparedMessage{op: op, co: co.normalize(), plain: dst[start:len(dst):len(dst)], hlen: hlen}
+	return dst, nil
 }
 
 // PreparedFrameSize returns the length of the plain frame of a prepared
