@@ -52,13 +52,18 @@ import (
 // client that reads nothing a tenth of write_timeout to finish, instead of
 // all of it.
 
-// entry is one message of the log. It is immutable once published.
+// entry is one message of the log. It is immutable once published. The
+// entries of frames in shared segments are carved from slabs (entrySlab)
+// with their PreparedMessage, so that a message costs no allocation of its
+// own; the garbage collector frees a slab once no entry of it is referred
+// to (by the log or by a writer that fetched it).
 type entry struct {
 	seq    uint64
-	end    int64 // cumulative bytes of the log through this entry
-	size   int64 // bytes of the plain frame
-	born   int64 // publish time, nanoseconds since the hub's epoch
-	pm     *ws.PreparedMessage
+	end    int64               // cumulative bytes of the log through this entry
+	size   int64               // bytes of the plain frame
+	born   int64               // publish time, nanoseconds since the hub's epoch
+	pm     *ws.PreparedMessage // &msg
+	msg    ws.PreparedMessage
 	seg    *segment // holds the plain frame at off; nil for frames outside the log (tests)
 	off    int
 	mtype  string // the message type, set only when receive permissions need it
@@ -129,6 +134,13 @@ func segmentSize(maxBytes int64) int {
 	}
 	return int(n)
 }
+
+// entrySlab is how many entries of small frames are allocated at once. A
+// slab lives while any of its entries does, and with it the frames and
+// compressed copies they refer to, so it is kept small; an entry of a
+// frame of its own (up to max_msg_size) is allocated alone, so that no
+// slab can hold large frames past their release.
+const entrySlab = 64
 
 // inlineWakes is how many sleepers publish wakes itself; more are woken by
 // a waker goroutine (wakeSleepers).
@@ -205,6 +217,7 @@ type hub struct {
 	spare     *segment
 	segHeld   int64
 	segFrames int64
+	slab      []entry // the entries not yet used of the newest slab
 
 	// lastNotice is the sequence number after the newest entry for one
 	// session only (entry.to): runs start after it (fetchRun).
@@ -277,22 +290,24 @@ func (h *hub) setLimits(maxMsgs int, maxBytes int64) {
 }
 
 // publishFrame encodes a data frame of type op (copying payload) and
-// appends it to the log as e, which holds everything else of the entry
-// (born, mtype, origin, to). A small frame is encoded into the shared
-// segment, under the lock; a large one beforehand into a buffer of its own.
-func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOptions, e *entry) error {
+// appends it to the log as an entry with meta's born, mtype, origin and to
+// (meta itself is not kept). A small frame is encoded into the shared
+// segment, its entry carved from the slab, under the lock; a large one
+// beforehand into a buffer of its own.
+func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOptions, meta *entry) error {
 	n := ws.PreparedFrameSize(len(payload))
 	h.mu.Lock()
 	for {
 		c := h.segCap
 		if !op.IsData() || c == 0 || n > c/4 {
 			h.mu.Unlock()
-			pm, err := ws.NewPreparedMessage(op, payload, co)
+			e := &entry{born: meta.born, mtype: meta.mtype, origin: meta.origin, to: meta.to}
+			buf, err := ws.AppendPreparedMessageTo(&e.msg, nil, op, payload, co)
 			if err != nil {
 				return err
 			}
-			e.pm, e.size = pm, int64(n)
-			e.seg = &segment{buf: pm.Frame(false)}
+			e.pm, e.size = &e.msg, int64(n)
+			e.seg = &segment{buf: buf}
 			h.publish(e)
 			return nil
 		}
@@ -313,13 +328,17 @@ func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOption
 			h.spare = g
 		}
 	}
-	g := h.seg
-	_, pm, err := ws.AppendPreparedMessage(g.buf[:h.segUsed], op, payload, co)
-	if err != nil {
+	if len(h.slab) == 0 {
+		h.slab = make([]entry, entrySlab)
+	}
+	e, g := &h.slab[0], h.seg
+	if _, err := ws.AppendPreparedMessageTo(&e.msg, g.buf[:h.segUsed], op, payload, co); err != nil {
 		h.mu.Unlock()
 		return err
 	}
-	e.pm, e.size, e.seg, e.off = pm, int64(n), g, h.segUsed
+	h.slab = h.slab[1:]
+	e.born, e.mtype, e.origin, e.to = meta.born, meta.mtype, meta.origin, meta.to
+	e.pm, e.size, e.seg, e.off = &e.msg, int64(n), g, h.segUsed
 	h.segUsed += n
 	h.segFrames += int64(n)
 	g.arena.frames++

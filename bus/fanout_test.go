@@ -691,3 +691,24 @@ func TestHubShrinksAfterPeak(t *testing.T) {
 		}
 	}
 }
+
+// TestHubPublishAllocs: a small frame costs the log no allocation of its
+// own: its entry comes from a slab and its frame goes into the shared
+// segment (each allocated once for many frames).
+func TestHubPublishAllocs(t *testing.T) {
+	h := newHub(100000, 64<<20)
+	f := newFollower(h)
+	h.join(f)
+	payload := []byte(`{"type":"a","data":{},"context":{}}`)
+	k := int64(0)
+	allocs := testing.AllocsPerRun(10*entrySlab, func() {
+		k++
+		if err := h.publishFrame(ws.OpText, payload, ws.CompressionOptions{}, &entry{born: k}); err != nil {
+			t.Fatal(err)
+		}
+		f.cursor.Store(h.head.Load())
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per frame published", allocs)
+	}
+}
