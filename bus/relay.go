@@ -61,7 +61,7 @@ func (s *Server) relay(c *session, perms *Permissions, op ws.Opcode, b []byte) e
 			return ErrNotAllowed
 		}
 	}
-	if mayCarrySession(b) && sessionSuspect(b) {
+	if carrierSuspect(b) {
 		if rej, bad := checkCarrier(b); bad {
 			s.rejectCarrier(c, rej)
 			return nil
