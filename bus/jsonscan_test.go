@@ -166,3 +166,39 @@ func TestPythonRepr(t *testing.T) {
 		t.Fatalf("got  %q\nwant %q", line, want)
 	}
 }
+
+// BenchmarkCarrierSuspect: the carrier rule's test on every frame, against
+// the former one (a search for "session", then a scan of the object's
+// members), on the benchmark's frame (no session), an OVOS frame (its
+// session an object) and one with a long utterance.
+func BenchmarkCarrierSuspect(b *testing.B) {
+	for _, tc := range []struct{ name, msg string }{
+		{"bench", `{"type":"ovbus.bench","data":{"seq":12345,"t":1700000000123,"pad":"` + strings.Repeat("x", 180) + `"},"context":{}}`},
+		{"session", `{"type":"recognizer_loop:utterance","data":{"utterances":["what is the weather like today"],"lang":"en-US"},"context":{"source":"audio","destination":["skills"],"session":{"session_id":"default","lang":"en-US","active_skills":[["weather",1700000000.1]]}}}`},
+		{"long", `{"type":"speak","data":{"utterance":"` + strings.Repeat("It is sunny, 21 degrees: a fine day. ", 40) + `"},"context":{"session":{"session_id":"default"}}}`},
+	} {
+		msg := []byte(tc.msg)
+		b.Run(tc.name+"/new", func(b *testing.B) {
+			b.SetBytes(int64(len(msg)))
+			b.ReportAllocs()
+			cpu := processCPU()
+			for b.Loop() {
+				if carrierSuspect(msg) {
+					b.Fatal("suspect")
+				}
+			}
+			reportCPU(b, cpu)
+		})
+		b.Run(tc.name+"/former", func(b *testing.B) {
+			b.SetBytes(int64(len(msg)))
+			b.ReportAllocs()
+			cpu := processCPU()
+			for b.Loop() {
+				if oldMayCarrySession(msg) && sessionSuspect(msg) {
+					b.Fatal("suspect")
+				}
+			}
+			reportCPU(b, cpu)
+		})
+	}
+}
