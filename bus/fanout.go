@@ -223,6 +223,10 @@ type hub struct {
 	// session only (entry.to): runs start after it (fetchRun).
 	lastNotice atomic.Uint64
 
+	// relayed counts the entries for everyone (messages_relayed_total);
+	// stored under mu.
+	relayed atomic.Uint64
+
 	// The waker (under mu): running, and its spare list.
 	waking  bool
 	wakeBuf []*follower
@@ -389,6 +393,8 @@ func (h *hub) publishLocked(e *entry) {
 	h.bytes.Store(total)
 	if e.to != 0 {
 		h.lastNotice.Store(seq + 1)
+	} else {
+		h.relayed.Store(h.relayed.Load() + 1) // under mu: no atomic add needed
 	}
 	r := h.ring.Load()
 	r.slots[seq&r.mask].Store(e)

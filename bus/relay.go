@@ -136,9 +136,7 @@ func (s *Server) accept(op ws.Opcode, b []byte, mtype string) {
 func (s *Server) publish(op ws.Opcode, b []byte, mtype, origin string) {
 	if err := s.hub.publishFrame(op, b, s.opts.Compression, &entry{born: s.hub.now(), mtype: mtype, origin: origin}); err != nil {
 		s.log.Error("Cannot encode message", "error", err)
-		return
 	}
-	s.m.published()
 }
 
 // Publish appends a frame to the log as if it had been relayed, recording
