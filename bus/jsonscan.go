@@ -158,7 +158,7 @@ func carrierSuspect(b []byte) bool {
 		for k > 0 && isSpace(b[k-1]) {
 			k--
 		}
-		if k < len(sessionKey) || string(b[k-len(sessionKey):k]) != string(sessionKey) {
+		if k < len(sessionKey) || b[k-2] != 'n' || string(b[k-len(sessionKey):k]) != string(sessionKey) {
 			continue // not a key named session
 		}
 		k = skipSpace(b, i+1)
