@@ -153,10 +153,16 @@ const (
 )
 
 // ring holds the log's entries, indexed by sequence number modulo its size.
+// It starts with initialRing slots (fewer for a smaller message bound) and
+// doubles when the log holds more entries (growRing), up to the message
+// bound: a slot is a pointer the garbage collector scans at every cycle,
+// and a bus whose clients keep up never needs more than a few.
 type ring struct {
 	mask  uint64
 	slots []atomic.Pointer[entry]
 }
+
+const initialRing = 1024
 
 func newRing(minCap int) *ring {
 	n := uint64(1) << bits.Len64(uint64(minCap)) // a power of two > minCap
@@ -245,7 +251,7 @@ type hub struct {
 
 func newHub(maxMsgs int, maxBytes int64) *hub {
 	h := &hub{epoch: time.Now(), maxMsgs: uint64(maxMsgs), maxBytes: maxBytes, segCap: segmentSize(maxBytes)}
-	h.ring.Store(newRing(maxMsgs + 1))
+	h.ring.Store(newRing(min(maxMsgs, initialRing-1)))
 	h.setPace(maxMsgs, maxBytes)
 	return h
 }
@@ -266,9 +272,7 @@ func (h *hub) setPace(maxMsgs int, maxBytes int64) {
 
 func (h *hub) now() int64 { return int64(time.Since(h.epoch)) }
 
-// setLimits changes the queue bounds. A ring too small for the new message
-// bound is replaced by a larger copy; followers that read the old one notice
-// and switch (see fetch).
+// setLimits changes the queue bounds.
 func (h *hub) setLimits(maxMsgs int, maxBytes int64) {
 	h.mu.Lock()
 	defer func() { h.notifyCut(h.takeCut()) }()
@@ -281,16 +285,18 @@ func (h *hub) setLimits(maxMsgs int, maxBytes int64) {
 		h.segCap, h.spare = c, nil
 		h.retire()
 	}
-	r := h.ring.Load()
-	if uint64(maxMsgs) < uint64(len(r.slots)) {
-		h.trim(h.head.Load(), h.now())
-		return
-	}
-	nr := newRing(maxMsgs + 1)
+	h.trim(h.head.Load(), h.now()) // the ring grows when the log needs it
+}
+
+// growRing replaces the ring r, full, by a copy twice its size; followers
+// that read the old one notice and switch (see fetch). The caller holds mu.
+func (h *hub) growRing(r *ring) *ring {
+	nr := newRing(2*len(r.slots) - 1)
 	for s, head := h.tail.Load(), h.head.Load(); s < head; s++ {
 		nr.slots[s&nr.mask].Store(r.slots[s&r.mask].Load())
 	}
 	h.ring.Store(nr)
+	return nr
 }
 
 // publishFrame encodes a data frame of type op (copying payload) and
@@ -397,6 +403,9 @@ func (h *hub) publishLocked(e *entry) {
 		h.relayed.Store(h.relayed.Load() + 1) // under mu: no atomic add needed
 	}
 	r := h.ring.Load()
+	if seq-h.tail.Load() >= uint64(len(r.slots)) {
+		r = h.growRing(r)
+	}
 	r.slots[seq&r.mask].Store(e)
 	h.head.Store(seq + 1)
 	h.trim(seq+1, e.born)
