@@ -302,8 +302,9 @@ func (h *hub) growRing(r *ring) *ring {
 // publishFrame encodes a data frame of type op (copying payload) and
 // appends it to the log as an entry with meta's born, mtype, origin and to
 // (meta itself is not kept). A small frame is encoded into the shared
-// segment, its entry carved from the slab, under the lock; a large one
-// beforehand into a buffer of its own.
+// segment, its entry carved from the slab, under the lock (segments and
+// slabs are allocated outside it); a large one beforehand into a buffer of
+// its own.
 func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOptions, meta *entry) error {
 	n := ws.PreparedFrameSize(len(payload))
 	h.mu.Lock()
@@ -321,6 +322,16 @@ func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOption
 			h.publish(e)
 			return nil
 		}
+		if len(h.slab) == 0 {
+			// A new slab is due: allocate it outside the lock.
+			h.mu.Unlock()
+			slab := make([]entry, entrySlab)
+			h.mu.Lock()
+			if len(h.slab) == 0 {
+				h.slab = slab
+			}
+			continue
+		}
 		if h.seg != nil && h.segUsed+n <= len(h.seg.buf) {
 			break
 		}
@@ -337,9 +348,6 @@ func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOption
 		if h.spare == nil && h.segCap == c {
 			h.spare = g
 		}
-	}
-	if len(h.slab) == 0 {
-		h.slab = make([]entry, entrySlab)
 	}
 	e, g := &h.slab[0], h.seg
 	if _, err := ws.AppendPreparedMessageTo(&e.msg, g.buf[:h.segUsed], op, payload, co); err != nil {
