@@ -52,13 +52,18 @@ import (
 // client that reads nothing a tenth of write_timeout to finish, instead of
 // all of it.
 
-// entry is one message of the log. It is immutable once published.
+// entry is one message of the log. It is immutable once published. The
+// entries of frames in shared segments are carved from slabs (entrySlab)
+// with their PreparedMessage, so that a message costs no allocation of its
+// own; the garbage collector frees a slab once no entry of it is referred
+// to (by the log or by a writer that fetched it).
 type entry struct {
 	seq    uint64
-	end    int64 // cumulative bytes of the log through this entry
-	size   int64 // bytes of the plain frame
-	born   int64 // publish time, nanoseconds since the hub's epoch
-	pm     *ws.PreparedMessage
+	end    int64               // cumulative bytes of the log through this entry
+	size   int64               // bytes of the plain frame
+	born   int64               // publish time, nanoseconds since the hub's epoch
+	pm     *ws.PreparedMessage // &msg
+	msg    ws.PreparedMessage
 	seg    *segment // holds the plain frame at off; nil for frames outside the log (tests)
 	off    int
 	mtype  string // the message type, set only when receive permissions need it
@@ -130,6 +135,13 @@ func segmentSize(maxBytes int64) int {
 	return int(n)
 }
 
+// entrySlab is how many entries of small frames are allocated at once. A
+// slab lives while any of its entries does, and with it the frames and
+// compressed copies they refer to, so it is kept small; an entry of a
+// frame of its own (up to max_msg_size) is allocated alone, so that no
+// slab can hold large frames past their release.
+const entrySlab = 64
+
 // inlineWakes is how many sleepers publish wakes itself; more are woken by
 // a waker goroutine (wakeSleepers).
 const inlineWakes = 16
@@ -141,10 +153,16 @@ const (
 )
 
 // ring holds the log's entries, indexed by sequence number modulo its size.
+// It starts with initialRing slots (fewer for a smaller message bound) and
+// doubles when the log holds more entries (growRing), up to the message
+// bound: a slot is a pointer the garbage collector scans at every cycle,
+// and a bus whose clients keep up never needs more than a few.
 type ring struct {
 	mask  uint64
 	slots []atomic.Pointer[entry]
 }
+
+const initialRing = 1024
 
 func newRing(minCap int) *ring {
 	n := uint64(1) << bits.Len64(uint64(minCap)) // a power of two > minCap
@@ -205,10 +223,15 @@ type hub struct {
 	spare     *segment
 	segHeld   int64
 	segFrames int64
+	slab      []entry // the entries not yet used of the newest slab
 
 	// lastNotice is the sequence number after the newest entry for one
 	// session only (entry.to): runs start after it (fetchRun).
 	lastNotice atomic.Uint64
+
+	// relayed counts the entries for everyone (messages_relayed_total);
+	// stored under mu.
+	relayed atomic.Uint64
 
 	// The waker (under mu): running, and its spare list.
 	waking  bool
@@ -228,7 +251,7 @@ type hub struct {
 
 func newHub(maxMsgs int, maxBytes int64) *hub {
 	h := &hub{epoch: time.Now(), maxMsgs: uint64(maxMsgs), maxBytes: maxBytes, segCap: segmentSize(maxBytes)}
-	h.ring.Store(newRing(maxMsgs + 1))
+	h.ring.Store(newRing(min(maxMsgs, initialRing-1)))
 	h.setPace(maxMsgs, maxBytes)
 	return h
 }
@@ -249,9 +272,7 @@ func (h *hub) setPace(maxMsgs int, maxBytes int64) {
 
 func (h *hub) now() int64 { return int64(time.Since(h.epoch)) }
 
-// setLimits changes the queue bounds. A ring too small for the new message
-// bound is replaced by a larger copy; followers that read the old one notice
-// and switch (see fetch).
+// setLimits changes the queue bounds.
 func (h *hub) setLimits(maxMsgs int, maxBytes int64) {
 	h.mu.Lock()
 	defer func() { h.notifyCut(h.takeCut()) }()
@@ -264,37 +285,52 @@ func (h *hub) setLimits(maxMsgs int, maxBytes int64) {
 		h.segCap, h.spare = c, nil
 		h.retire()
 	}
-	r := h.ring.Load()
-	if uint64(maxMsgs) < uint64(len(r.slots)) {
-		h.trim(h.head.Load(), h.now())
-		return
-	}
-	nr := newRing(maxMsgs + 1)
+	h.trim(h.head.Load(), h.now()) // the ring grows when the log needs it
+}
+
+// growRing replaces the ring r, full, by a copy twice its size; followers
+// that read the old one notice and switch (see fetch). The caller holds mu.
+func (h *hub) growRing(r *ring) *ring {
+	nr := newRing(2*len(r.slots) - 1)
 	for s, head := h.tail.Load(), h.head.Load(); s < head; s++ {
 		nr.slots[s&nr.mask].Store(r.slots[s&r.mask].Load())
 	}
 	h.ring.Store(nr)
+	return nr
 }
 
 // publishFrame encodes a data frame of type op (copying payload) and
-// appends it to the log as e, which holds everything else of the entry
-// (born, mtype, origin, to). A small frame is encoded into the shared
-// segment, under the lock; a large one beforehand into a buffer of its own.
-func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOptions, e *entry) error {
+// appends it to the log as an entry with meta's born, mtype, origin and to
+// (meta itself is not kept). A small frame is encoded into the shared
+// segment, its entry carved from the slab, under the lock (segments and
+// slabs are allocated outside it); a large one beforehand into a buffer of
+// its own.
+func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOptions, meta *entry) error {
 	n := ws.PreparedFrameSize(len(payload))
 	h.mu.Lock()
 	for {
 		c := h.segCap
 		if !op.IsData() || c == 0 || n > c/4 {
 			h.mu.Unlock()
-			pm, err := ws.NewPreparedMessage(op, payload, co)
+			e := &entry{born: meta.born, mtype: meta.mtype, origin: meta.origin, to: meta.to}
+			buf, err := ws.AppendPreparedMessageTo(&e.msg, nil, op, payload, co)
 			if err != nil {
 				return err
 			}
-			e.pm, e.size = pm, int64(n)
-			e.seg = &segment{buf: pm.Frame(false)}
+			e.pm, e.size = &e.msg, int64(n)
+			e.seg = &segment{buf: buf}
 			h.publish(e)
 			return nil
+		}
+		if len(h.slab) == 0 {
+			// A new slab is due: allocate it outside the lock.
+			h.mu.Unlock()
+			slab := make([]entry, entrySlab)
+			h.mu.Lock()
+			if len(h.slab) == 0 {
+				h.slab = slab
+			}
+			continue
 		}
 		if h.seg != nil && h.segUsed+n <= len(h.seg.buf) {
 			break
@@ -313,13 +349,14 @@ func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOption
 			h.spare = g
 		}
 	}
-	g := h.seg
-	_, pm, err := ws.AppendPreparedMessage(g.buf[:h.segUsed], op, payload, co)
-	if err != nil {
+	e, g := &h.slab[0], h.seg
+	if _, err := ws.AppendPreparedMessageTo(&e.msg, g.buf[:h.segUsed], op, payload, co); err != nil {
 		h.mu.Unlock()
 		return err
 	}
-	e.pm, e.size, e.seg, e.off = pm, int64(n), g, h.segUsed
+	h.slab = h.slab[1:]
+	e.born, e.mtype, e.origin, e.to = meta.born, meta.mtype, meta.origin, meta.to
+	e.pm, e.size, e.seg, e.off = &e.msg, int64(n), g, h.segUsed
 	h.segUsed += n
 	h.segFrames += int64(n)
 	g.arena.frames++
@@ -370,8 +407,13 @@ func (h *hub) publishLocked(e *entry) {
 	h.bytes.Store(total)
 	if e.to != 0 {
 		h.lastNotice.Store(seq + 1)
+	} else {
+		h.relayed.Store(h.relayed.Load() + 1) // under mu: no atomic add needed
 	}
 	r := h.ring.Load()
+	if seq-h.tail.Load() >= uint64(len(r.slots)) {
+		r = h.growRing(r)
+	}
 	r.slots[seq&r.mask].Store(e)
 	h.head.Store(seq + 1)
 	h.trim(seq+1, e.born)

@@ -97,31 +97,23 @@ func TestHubConcurrentPublishAndFollow(t *testing.T) {
 	}
 }
 
-// TestHubRingGrowsWhileFollowed raises the message bound, as a reload does,
-// while followers read: the ring is replaced by larger copies and nobody
-// misses or repeats an entry.
+// TestHubRingGrowsWhileFollowed: while one follower holds the whole log
+// (it reads nothing), the ring is replaced by larger copies as the log
+// grows, and the followers that read miss or repeat no entry; a reload
+// leaves the ring alone (a lower bound trims the log).
 func TestHubRingGrowsWhileFollowed(t *testing.T) {
-	const total, followers, window = 6000, 4, 40
-	h := newHub(50, 1<<30) // a 64-slot ring to begin with
-	fs, errs := followN(h, followers, total)
+	const total, followers = 6000, 4
+	h := newHub(total, 1<<30) // a ring of initialRing slots to begin with
+	hold := newFollower(h)
+	h.join(hold)
+	_, errs := followN(h, followers, total)
 	rings := map[*ring]bool{h.ring.Load(): true}
 	for k := range total {
-		// Keep within the smallest bound of the run: the followers must
-		// never be cut, however the scheduler runs them.
-		for h.head.Load()-minCursor(fs) >= window {
-			time.Sleep(10 * time.Microsecond)
-		}
 		h.publish(testEntry(0, k))
-		switch k {
-		case 1000, 2500, 4000: // 128, 1024 and 8192 slots
-			h.setLimits(map[int]int{1000: 100, 2500: 1000, 4000: 5000}[k], 1<<30)
+		rings[h.ring.Load()] = true
+		if k == total/2 {
+			h.setLimits(total+1, 1<<30)
 			rings[h.ring.Load()] = true
-		case 3000:
-			h.setLimits(60, 1<<30) // smaller: the ring stays, the log is trimmed
-			rings[h.ring.Load()] = true
-			if n, _ := h.retained(); n > 60 {
-				t.Fatalf("the log keeps %d entries over the new bound of 60", n)
-			}
 		}
 	}
 	for range followers {
@@ -129,8 +121,21 @@ func TestHubRingGrowsWhileFollowed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if len(rings) != 4 {
-		t.Fatalf("%d rings, want the first and three larger ones", len(rings))
+	if len(rings) != 4 || len(h.ring.Load().slots) != 8*initialRing {
+		t.Fatalf("%d rings, the last of %d slots; want the first and three larger ones, up to %d", len(rings), len(h.ring.Load().slots), 8*initialRing)
+	}
+	// A lower bound trims the log at once; the ring stays.
+	h.setLimits(60, 1<<30)
+	if n, _ := h.retained(); n > 60 || len(h.ring.Load().slots) != 8*initialRing {
+		t.Fatalf("the log keeps %d entries over the new bound of 60, or the ring changed", n)
+	}
+	// Once the holder has read everything, the log is released.
+	hold.cursor.Store(h.head.Load())
+	for k := range scanEveryMessages {
+		h.publish(testEntry(1, k))
+	}
+	if n, _ := h.retained(); n >= scanEveryMessages+1 {
+		t.Fatalf("the log keeps %d entries once everybody read them", n)
 	}
 }
 
@@ -689,5 +694,26 @@ func TestHubShrinksAfterPeak(t *testing.T) {
 		default:
 			t.Fatal("a follower that stayed was not woken")
 		}
+	}
+}
+
+// TestHubPublishAllocs: a small frame costs the log no allocation of its
+// own: its entry comes from a slab and its frame goes into the shared
+// segment (each allocated once for many frames).
+func TestHubPublishAllocs(t *testing.T) {
+	h := newHub(100000, 64<<20)
+	f := newFollower(h)
+	h.join(f)
+	payload := []byte(`{"type":"a","data":{},"context":{}}`)
+	k := int64(0)
+	allocs := testing.AllocsPerRun(10*entrySlab, func() {
+		k++
+		if err := h.publishFrame(ws.OpText, payload, ws.CompressionOptions{}, &entry{born: k}); err != nil {
+			t.Fatal(err)
+		}
+		f.cursor.Store(h.head.Load())
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per frame published", allocs)
 	}
 }

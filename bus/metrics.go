@@ -19,7 +19,6 @@ type metrics struct {
 	bytesIn          prometheus.Counter
 	framesOut        prometheus.Counter
 	bytesOut         prometheus.Counter
-	publishedTotal   prometheus.Counter
 	latency          prometheus.Histogram
 	inprocDropped    prometheus.Counter
 
@@ -44,7 +43,6 @@ func newMetrics(s *Server) *metrics {
 	m.bytesIn = counter("bytes_received_total", "Payload bytes of the messages received.")
 	m.framesOut = counter("frames_sent_total", "Messages written to clients (one per delivery).")
 	m.bytesOut = counter("bytes_sent_total", "Frame bytes written to clients.")
-	m.publishedTotal = counter("messages_relayed_total", "Messages appended to the fan-out log.")
 	m.inprocDropped = counter("inprocess_dropped_total", "Messages the in-process handlers missed by falling behind the queue bounds.")
 	m.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "ovbus", Name: "relay_latency_seconds",
@@ -68,6 +66,10 @@ func newMetrics(s *Server) *metrics {
 		m.closesBy[r] = m.closesVec.WithLabelValues(r)
 	}
 	m.reg.MustRegister(
+		// Counted by the log as it appends (hub.relayed), under its lock,
+		// instead of one more atomic add per message here.
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "ovbus", Name: "messages_relayed_total",
+			Help: "Messages appended to the fan-out log."}, func() float64 { return float64(s.hub.relayed.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ovbus", Name: "log_messages",
 			Help: "Messages held in the fan-out log."}, func() float64 { n, _ := s.hub.retained(); return float64(n) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ovbus", Name: "log_bytes",
@@ -95,8 +97,6 @@ func (m *metrics) received(n int) {
 	m.framesIn.Inc()
 	m.bytesIn.Add(float64(n))
 }
-
-func (m *metrics) published() { m.publishedTotal.Inc() }
 
 // sent counts one batch: n frames, size bytes, the oldest one published
 // latencyNS ago.

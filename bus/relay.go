@@ -61,7 +61,7 @@ func (s *Server) relay(c *session, perms *Permissions, op ws.Opcode, b []byte) e
 			return ErrNotAllowed
 		}
 	}
-	if mayCarrySession(b) && sessionSuspect(b) {
+	if carrierSuspect(b) {
 		if rej, bad := checkCarrier(b); bad {
 			s.rejectCarrier(c, rej)
 			return nil
@@ -136,9 +136,7 @@ func (s *Server) accept(op ws.Opcode, b []byte, mtype string) {
 func (s *Server) publish(op ws.Opcode, b []byte, mtype, origin string) {
 	if err := s.hub.publishFrame(op, b, s.opts.Compression, &entry{born: s.hub.now(), mtype: mtype, origin: origin}); err != nil {
 		s.log.Error("Cannot encode message", "error", err)
-		return
 	}
-	s.m.published()
 }
 
 // Publish appends a frame to the log as if it had been relayed, recording

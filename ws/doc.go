@@ -188,6 +188,10 @@
 // receiver, and the same bytes are written to every connection. Clients
 // that limited server_max_window_bits get a form compressed with a
 // 256-byte window, valid for every window size.
+// AppendPreparedMessage encodes many messages back to back into one
+// buffer, and AppendPreparedMessageTo into PreparedMessages the caller
+// allocates (many at once), so that a broadcast costs no allocation of its
+// own.
 //
 // # Module
 //

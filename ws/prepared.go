@@ -3,6 +3,7 @@ package ws
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 )
 
 // PreparedMessage is a message encoded once as complete server frames, to
@@ -15,15 +16,30 @@ import (
 //
 // A PreparedMessage is immutable and safe for concurrent use.
 type PreparedMessage struct {
-	op    Opcode
-	co    CompressionOptions
 	plain []byte // the uncompressed frame
-	hlen  int    // header length of plain
+	co    CompressionOptions
+	op    Opcode
+	hlen  uint8                           // header length of plain
+	z     atomic.Pointer[compressedForms] // made on the first use of a compressed form
+}
 
+// compressedForms are the compressed frames of a PreparedMessage, kept
+// apart so that a message nobody compresses stays small (a broadcast
+// allocates many).
+type compressedForms struct {
 	fullOnce  sync.Once
 	full      []byte // compressed with a 32 KiB window (server_max_window_bits 15)
 	smallOnce sync.Once
 	small     []byte // compressed with a 256-byte window: valid for any window bits
+}
+
+// forms returns m's compressed forms, making them on first use.
+func (m *PreparedMessage) forms() *compressedForms {
+	if z := m.z.Load(); z != nil {
+		return z
+	}
+	m.z.CompareAndSwap(nil, new(compressedForms))
+	return m.z.Load()
 }
 
 var errPreparedControl = errors.New("ws: control message payload longer than 125 bytes")
@@ -45,14 +61,29 @@ func NewPreparedMessage(op Opcode, payload []byte, co CompressionOptions) (*Prep
 // written as one slice (Conn.WritePreparedFrames). PreparedFrameSize tells
 // how many bytes the frame takes.
 func AppendPreparedMessage(dst []byte, op Opcode, payload []byte, co CompressionOptions) ([]byte, *PreparedMessage, error) {
+	m := new(PreparedMessage)
+	dst, err := AppendPreparedMessageTo(m, dst, op, payload, co)
+	if err != nil {
+		return dst, nil, err
+	}
+	return dst, m, nil
+}
+
+// AppendPreparedMessageTo is AppendPreparedMessage storing the message in
+// *m, which the caller provides: for instance an element of an array in
+// which it allocates many messages at once, to save an allocation per
+// message. m must not be in use: a zero PreparedMessage, or one nobody
+// refers to any more (it is overwritten whole). On error m is left as it
+// was.
+func AppendPreparedMessageTo(m *PreparedMessage, dst []byte, op Opcode, payload []byte, co CompressionOptions) ([]byte, error) {
 	switch {
 	case op.IsData():
 	case op.IsControl() && !op.IsReserved():
 		if len(payload) > MaxControlPayload {
-			return dst, nil, errPreparedControl
+			return dst, errPreparedControl
 		}
 	default:
-		return dst, nil, errNotData
+		return dst, errNotData
 	}
 	h := Header{Fin: true, Op: op, Length: int64(len(payload))}
 	hlen := HeaderSize(h)
@@ -62,8 +93,8 @@ func AppendPreparedMessage(dst []byte, op Opcode, payload []byte, co Compression
 	start := len(dst)
 	dst = AppendHeader(dst, h)
 	dst = append(dst, payload...)
-	plain := dst[start:len(dst):len(dst)]
-	return dst, &PreparedMessage{op: op, co: co.normalize(), plain: plain, hlen: hlen}, nil
+	*m = PreparedMessage{op: op, co: co.normalize(), plain: dst[start:len(dst):len(dst)], hlen: uint8(hlen)}
+	return dst, nil
 }
 
 // PreparedFrameSize returns the length of the plain frame of a prepared
@@ -80,7 +111,7 @@ func (m *PreparedMessage) Payload() []byte { return m.plain[m.hlen:] }
 
 // compressible reports whether the compressed forms differ from the plain.
 func (m *PreparedMessage) compressible() bool {
-	return m.op.IsData() && len(m.plain)-m.hlen >= m.co.Threshold
+	return m.op.IsData() && len(m.plain)-int(m.hlen) >= m.co.Threshold
 }
 
 // Frame returns the complete frame: if compressed, the permessage-deflate
@@ -93,8 +124,9 @@ func (m *PreparedMessage) Frame(compressed bool) []byte {
 	if !compressed || !m.compressible() {
 		return m.plain
 	}
-	m.fullOnce.Do(func() { m.full = m.compressFrame(m.co.Level, 15) })
-	return m.full
+	z := m.forms()
+	z.fullOnce.Do(func() { z.full = m.compressFrame(m.co.Level, 15) })
+	return z.full
 }
 
 // FrameWindow is like Frame(true) for a connection whose negotiated
@@ -108,8 +140,9 @@ func (m *PreparedMessage) FrameWindow(windowBits int) []byte {
 	if !m.compressible() {
 		return m.plain
 	}
-	m.smallOnce.Do(func() { m.small = m.compressFrame(m.co.Level, 8) })
-	return m.small
+	z := m.forms()
+	z.smallOnce.Do(func() { z.small = m.compressFrame(m.co.Level, 8) })
+	return z.small
 }
 
 func (m *PreparedMessage) compressFrame(level, bits int) []byte {

@@ -199,3 +199,38 @@ func TestAppendPreparedMessage(t *testing.T) {
 		t.Fatal("continuation accepted")
 	}
 }
+
+// TestAppendPreparedMessageTo: a message stored in the caller's
+// PreparedMessage, fresh or used before, is the one AppendPreparedMessage
+// makes, compressed forms included; on error it is left alone.
+func TestAppendPreparedMessageTo(t *testing.T) {
+	co := CompressionOptions{Threshold: -1}
+	var ms [2]PreparedMessage
+	buf := make([]byte, 0, 1<<12)
+	for round := range 2 {
+		for i := range ms {
+			payload := bytes.Repeat([]byte{byte('a' + i + round)}, 200+i)
+			ref, _ := NewPreparedMessage(OpText, payload, co)
+			start := len(buf)
+			var err error
+			buf, err = AppendPreparedMessageTo(&ms[i], buf, OpText, payload, co)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := &ms[i]
+			if f := m.Frame(false); !bytes.Equal(f, ref.Frame(false)) || &f[0] != &buf[start] {
+				t.Fatalf("round %d, %d: plain frame differs or is not in the buffer", round, i)
+			}
+			if !bytes.Equal(m.Frame(true), ref.Frame(true)) || !bytes.Equal(m.FrameWindow(9), ref.FrameWindow(9)) {
+				t.Fatalf("round %d, %d: compressed frames differ", round, i)
+			}
+		}
+	}
+	before := ms[0].Frame(false)
+	if _, err := AppendPreparedMessageTo(&ms[0], buf, OpContinuation, nil, co); err == nil {
+		t.Fatal("continuation accepted")
+	}
+	if f := ms[0].Frame(false); &f[0] != &before[0] {
+		t.Fatal("a failed append changed the message")
+	}
+}
