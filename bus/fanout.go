@@ -395,7 +395,7 @@ func (h *hub) publishLocked(e *entry) {
 	}
 	h.mu.Unlock()
 	for _, f := range wake[:nw] {
-		f.signal()
+		f.signal(wakeStart)
 	}
 	if waker {
 		go h.wakeSleepers()
@@ -404,23 +404,39 @@ func (h *hub) publishLocked(e *entry) {
 }
 
 // signal gives f its wake-up token, once taken out of the sleepers (a token
-// that finds it awake makes it fetch once more, at worst in vain).
-func (f *follower) signal() {
+// that finds it awake makes it fetch once more, at worst in vain), and
+// reports whether the waker must come back to f (onWake, wakeHow).
+func (f *follower) signal(how wakeHow) bool {
 	if f.onWake != nil {
-		f.onWake()
-		return
+		return f.onWake(how)
 	}
 	select {
 	case f.wake <- struct{}{}:
 	default:
 	}
+	return false
 }
+
+// wakerRounds is how many times in a row the waker serves one follower
+// (wakeAgain: a session's batch written by the waker) before handing it
+// on (wakeHandOff: its own writer goroutine).
+const wakerRounds = 4
 
 // wakeSleepers is the waker: it wakes, outside the lock, every follower
 // that sleeps at a cursor the log has passed, as long as there are such,
 // then ends. Followers that went to sleep at the head stay asleep: the next
-// publish wakes them (or a waker, when it comes while one runs).
+// publish wakes them (or a waker, when it comes while one runs). A
+// follower may ask to be served again (a session whose batch the waker
+// wrote, in case more came meanwhile): the waker comes back to it in its
+// next round, with the newly due sleepers, up to wakerRounds times. So
+// with many sessions one goroutine writes to all that take their batches
+// at once, one batch each in turn, instead of one goroutine each.
 func (h *hub) wakeSleepers() {
+	type pending struct {
+		f      *follower
+		rounds int
+	}
+	var again, next []pending
 	for {
 		h.mu.Lock()
 		head := h.head.Load()
@@ -438,17 +454,30 @@ func (h *hub) wakeSleepers() {
 		}
 		clear(h.sleepers[len(keep):])
 		h.sleepers = keep
-		if len(due) == 0 {
+		if len(due) == 0 && len(again) == 0 {
 			h.waking = false
 			h.wakeBuf = due
 			h.mu.Unlock()
 			return
 		}
 		h.mu.Unlock()
+		next = next[:0]
 		for _, f := range due {
-			f.signal()
+			if f.signal(wakeInline) {
+				next = append(next, pending{f, 1})
+			}
+		}
+		for _, p := range again {
+			switch {
+			case p.rounds >= wakerRounds:
+				p.f.signal(wakeHandOff)
+			case p.f.signal(wakeAgain):
+				next = append(next, pending{p.f, p.rounds + 1})
+			}
 		}
 		clear(due)
+		clear(again)
+		again, next = next, again
 		h.mu.Lock()
 		if h.wakeBuf == nil {
 			h.wakeBuf = due

@@ -546,7 +546,13 @@ func TestHubOnWake(t *testing.T) {
 		fs := make([]*follower, n)
 		for i := range fs {
 			f := newFollower(h)
-			f.onWake = func() { woken <- f }
+			f.onWake = func(how wakeHow) bool {
+				if want := map[bool]wakeHow{false: wakeStart, true: wakeInline}[n > inlineWakes]; how != want {
+					t.Errorf("%d sleepers: woken with %v, want %v", n, how, want)
+				}
+				woken <- f
+				return false
+			}
 			h.join(f)
 			if !h.sleep(f, f.cursor.Load()) {
 				t.Fatal("sleep with nothing published")
