@@ -40,11 +40,13 @@ import (
 // frames in them.
 //
 // The publisher never waits for anyone and does O(1) work per message
-// however many followers sleep: it wakes up to inlineWakes sleepers itself
-// and hands more to a waker goroutine (wakeSleepers), which wakes every
-// follower that sleeps at a cursor the log has passed, outside the lock,
-// while the publisher goes on; once in a while it scans the followers'
-// cursors to release what everybody has fetched.
+// however many followers sleep: it wakes up to inlineWakes sleepers with a
+// wake channel itself and hands sessions, and more than inlineWakes
+// sleepers, to a waker goroutine (wakeSleepers), which wakes every follower
+// that sleeps at a cursor the log has passed, outside the lock, while the
+// publisher goes on, and writes the sessions' batches itself when their
+// sockets take them at once (session.wake); once in a while the publisher
+// scans the followers' cursors to release what everybody has fetched.
 //
 // When the bounds force the release of an entry that some followers still
 // need, those followers are cut at once (cutBehind): taken out of the log and
@@ -130,8 +132,9 @@ func segmentSize(maxBytes int64) int {
 	return int(n)
 }
 
-// inlineWakes is how many sleepers publish wakes itself; more are woken by
-// a waker goroutine (wakeSleepers).
+// inlineWakes is how many sleepers with a wake channel publish wakes
+// itself; more are woken by a waker goroutine (wakeSleepers), and so are
+// sessions, always.
 const inlineWakes = 16
 
 // The compressed forms of an entry (ws.PreparedMessage.FrameWindow).
@@ -383,13 +386,25 @@ func (h *hub) publishLocked(e *entry) {
 	switch {
 	case len(h.sleepers) == 0 || h.waking:
 	case len(h.sleepers) <= inlineWakes:
-		for i, f := range h.sleepers {
-			f.sleepIdx = -1
-			wake[i] = f
-			h.sleepers[i] = nil
+		// Followers with a wake channel are woken here; sessions
+		// (onWake) by the waker, which writes their batches itself: one
+		// goroutine for all of them.
+		keep := h.sleepers[:0]
+		for _, f := range h.sleepers {
+			if f.onWake == nil {
+				f.sleepIdx = -1
+				wake[nw] = f
+				nw++
+			} else {
+				f.sleepIdx = len(keep)
+				keep = append(keep, f)
+			}
 		}
-		nw = len(h.sleepers)
-		h.sleepers = h.sleepers[:0]
+		clear(h.sleepers[len(keep):])
+		h.sleepers = keep
+		if len(keep) > 0 {
+			h.waking, waker = true, true
+		}
 	default:
 		h.waking, waker = true, true
 	}

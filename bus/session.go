@@ -20,15 +20,18 @@ import (
 //	session.go  readReady (poll path) or readLoop: one message read from the client's connection
 //	relay.go    relay: size, emit permission, carrier rule, filter log line
 //	fanout.go   hub.publish: the frame is encoded once and appended to the log
-//	follow.go   follower.tryBatch: every session's writer is woken (started) and fetches it
+//	follow.go   follower.tryBatch: every session's writer is woken (the waker) and fetches it
 //	session.go  writeTask: the batch is written to the client in one write (batch.go)
 //
 // Who runs what. A session owns no goroutine while it is idle:
 //
-//   - the writer (writeTask) runs only while the log holds frames the
-//     client has not been sent: the hub's publish starts it (wakeWriter,
-//     the follower's onWake), it writes until it has caught up, sleeps in
-//     the hub and returns. Its batch buffers come from writeBatches.
+//   - the writer runs only while the log holds frames the client has not
+//     been sent: the hub's waker is the writer for as long as the socket
+//     takes each batch at once (wake, writeInline: one goroutine writes for
+//     every session woken by a publish); otherwise, and for clients with a
+//     receive rule or deflate, a goroutine (writeTask, started by
+//     wakeWriter) writes until it has caught up, sleeps in the hub and
+//     returns. Their batch buffers come from writeBatches.
 //   - the reader, on Linux over plain TCP (the poll path, poll_linux.go),
 //     runs only while the socket has bytes: the poller's epoll loop starts
 //     readReady when the socket is readable, which relays what is there
