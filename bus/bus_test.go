@@ -227,11 +227,13 @@ func TestOversize(t *testing.T) {
 func TestSlowConsumer(t *testing.T) { testSlowConsumer(t, 0) }
 
 // testSlowConsumer runs TestSlowConsumer with more clients that read as
-// fast as they can, each checked like the fast one.
+// fast as they can, each checked like the fast one. Those take longer to
+// serve on a loaded machine: patience scales with them.
 func testSlowConsumer(t *testing.T, more int) {
+	patience := time.Duration(1+more/8) * 20 * time.Second
 	// A cut client's blocked write gets a tenth of write_timeout to finish
 	// (then its 1008 goes out): the slow client starts reading well within.
-	s, url := testServer(t, Options{MaxMsgSize: 1 << 20, MaxQueueBytes: 1 << 20, MaxQueueMessages: 10000, WriteTimeout: 60 * time.Second})
+	s, url := testServer(t, Options{MaxMsgSize: 1 << 20, MaxQueueBytes: 1 << 20, MaxQueueMessages: 10000, WriteTimeout: 3 * patience})
 	fast := dial(t, url, nil)
 	readers := []*ws.Conn{fast}
 	for range more {
@@ -254,7 +256,7 @@ func testSlowConsumer(t *testing.T, more int) {
 	received := make([]atomic.Int64, len(readers))
 	for k, r := range readers {
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), patience)
 			defer cancel()
 			for i := range n {
 				_, b, err := r.ReadMessage(ctx)
@@ -281,6 +283,11 @@ func testSlowConsumer(t *testing.T, more int) {
 	payload := bytes.Repeat([]byte("y"), size)
 	for i := range n {
 		for int64(i)-least() > window {
+			select {
+			case err := <-done: // a reader ended early
+				t.Fatalf("before message %d was sent: %v", i, err)
+			default:
+			}
 			time.Sleep(100 * time.Microsecond)
 		}
 		copy(payload, fmt.Sprintf("%06d", i))

@@ -2,6 +2,8 @@ package bus
 
 import (
 	"math/bits"
+	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -476,8 +478,17 @@ func (h *hub) wakeSleepers() {
 			return
 		}
 		h.mu.Unlock()
+		serve := due
+		if len(due) > wakerShare && runtime.GOMAXPROCS(0) > 1 {
+			// More than one waker's share, and more than one P to write
+			// with: helpers take the rest.
+			for k := wakerShare; k < len(due); k += wakerShare {
+				go serveWoken(slices.Clone(due[k:min(k+wakerShare, len(due))]))
+			}
+			serve = due[:wakerShare]
+		}
 		next = next[:0]
-		for _, f := range due {
+		for _, f := range serve {
 			if f.signal(wakeInline) {
 				next = append(next, pending{f, 1})
 			}
@@ -498,6 +509,34 @@ func (h *hub) wakeSleepers() {
 			h.wakeBuf = due
 		}
 		h.mu.Unlock()
+	}
+}
+
+// wakerShare is how many woken followers one waker serves at a time when
+// more than one P can run: a helper (serveWoken) takes each further share.
+const wakerShare = 1024
+
+// serveWoken is a helper of the waker: it wakes fs, taken out of the
+// sleepers, and serves those that ask for it again, as the waker does.
+func serveWoken(fs []*follower) {
+	n := 0
+	for _, f := range fs {
+		if f.signal(wakeInline) {
+			fs[n] = f
+			n++
+		}
+	}
+	for rounds := 1; n > 0; rounds++ {
+		fs, n = fs[:n], 0
+		for _, f := range fs {
+			if rounds >= wakerRounds {
+				f.signal(wakeHandOff)
+			} else if f.signal(wakeAgain) {
+				fs[n] = f
+				n++
+			}
+		}
+		clear(fs[n:])
 	}
 }
 

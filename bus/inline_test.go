@@ -2,6 +2,9 @@ package bus
 
 import (
 	"fmt"
+	"runtime"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/ovbus/ovbus/ws"
@@ -38,3 +41,48 @@ func TestWakerWritesInline(t *testing.T) {
 // a batch, its writer goroutine takes the rest over, and it is still cut
 // with 1008 while every other client gets every frame in order.
 func TestSlowConsumerAmongMany(t *testing.T) { testSlowConsumer(t, 2*inlineWakes) }
+
+// TestWakerRounds: the waker (and its helpers, with more than a share of
+// followers and more than one P) wakes every sleeper once with wakeInline,
+// comes back with wakeAgain to those that ask, and hands a follower on
+// with wakeHandOff after wakerRounds rounds.
+func TestWakerRounds(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	for _, n := range []int{3, 2*wakerShare + 5} {
+		h := newHub(1024, 1<<20)
+		calls := make([][]wakeHow, n)
+		var wg sync.WaitGroup
+		wg.Add(n)
+		for i := range n {
+			wants := i % (wakerRounds + 2) // trues it returns
+			f := newFollower(h)
+			f.onWake = func(how wakeHow) bool {
+				calls[i] = append(calls[i], how) // one caller at a time per follower
+				again := len(calls[i]) <= wants && how != wakeHandOff
+				if !again {
+					wg.Done()
+				}
+				return again
+			}
+			h.join(f)
+			if !h.sleep(f, f.cursor.Load()) {
+				t.Fatal("sleep with nothing published")
+			}
+		}
+		h.publish(testEntry(0, 0))
+		wg.Wait()
+		for i, got := range calls {
+			wants := i % (wakerRounds + 2)
+			want := []wakeHow{wakeInline}
+			for range min(wants, wakerRounds-1) {
+				want = append(want, wakeAgain)
+			}
+			if wants >= wakerRounds {
+				want = append(want, wakeHandOff)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("%d followers: follower %d (asks %d times): calls %v, want %v", n, i, wants, got, want)
+			}
+		}
+	}
+}
