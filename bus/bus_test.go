@@ -224,11 +224,21 @@ func TestOversize(t *testing.T) {
 	expect(t, ws.OpText, ok, b)
 }
 
-func TestSlowConsumer(t *testing.T) {
+func TestSlowConsumer(t *testing.T) { testSlowConsumer(t, 0) }
+
+// testSlowConsumer runs TestSlowConsumer with more clients that read as
+// fast as they can, each checked like the fast one. Those take longer to
+// serve on a loaded machine: patience scales with them.
+func testSlowConsumer(t *testing.T, more int) {
+	patience := time.Duration(1+more/8) * 20 * time.Second
 	// A cut client's blocked write gets a tenth of write_timeout to finish
 	// (then its 1008 goes out): the slow client starts reading well within.
-	s, url := testServer(t, Options{MaxMsgSize: 1 << 20, MaxQueueBytes: 1 << 20, MaxQueueMessages: 10000, WriteTimeout: 60 * time.Second})
+	s, url := testServer(t, Options{MaxMsgSize: 1 << 20, MaxQueueBytes: 1 << 20, MaxQueueMessages: 10000, WriteTimeout: 3 * patience})
 	fast := dial(t, url, nil)
+	readers := []*ws.Conn{fast}
+	for range more {
+		readers = append(readers, dial(t, url, nil))
+	}
 	slow := dial(t, url, &ws.DialOptions{NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 		if err == nil {
@@ -240,37 +250,53 @@ func TestSlowConsumer(t *testing.T) {
 		return nc, err
 	}})
 	// The sender is the fast client; it keeps at most 16 messages (256 KiB)
-	// in flight to itself, well within the bounds.
+	// in flight to each reader, well within the bounds.
 	const n, size, window = 512, 16 << 10, 16
-	done := make(chan error, 1)
-	var received atomic.Int64
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		for i := range n {
-			_, b, err := fast.ReadMessage(ctx)
-			if err != nil {
-				done <- err
-				return
+	done := make(chan error, len(readers))
+	received := make([]atomic.Int64, len(readers))
+	for k, r := range readers {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), patience)
+			defer cancel()
+			for i := range n {
+				_, b, err := r.ReadMessage(ctx)
+				if err != nil {
+					done <- err
+					return
+				}
+				if want := fmt.Sprintf("%06d", i); string(b[:6]) != want || len(b) != size {
+					done <- fmt.Errorf("fast client %d: message %d is %q... (%d bytes)", k, i, b[:6], len(b))
+					return
+				}
+				received[k].Add(1)
 			}
-			if want := fmt.Sprintf("%06d", i); string(b[:6]) != want || len(b) != size {
-				done <- fmt.Errorf("fast client: message %d is %q... (%d bytes)", i, b[:6], len(b))
-				return
-			}
-			received.Add(1)
+			done <- nil
+		}()
+	}
+	least := func() int64 {
+		m := received[0].Load()
+		for k := range received {
+			m = min(m, received[k].Load())
 		}
-		done <- nil
-	}()
+		return m
+	}
 	payload := bytes.Repeat([]byte("y"), size)
 	for i := range n {
-		for int64(i)-received.Load() > window {
+		for int64(i)-least() > window {
+			select {
+			case err := <-done: // a reader ended early
+				t.Fatalf("before message %d was sent: %v", i, err)
+			default:
+			}
 			time.Sleep(100 * time.Microsecond)
 		}
 		copy(payload, fmt.Sprintf("%06d", i))
 		send(t, fast, ws.OpText, payload)
 	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	for range readers {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 	// The slow client now reads what it was sent, then the close.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -291,16 +317,16 @@ func TestSlowConsumer(t *testing.T) {
 	if got >= n {
 		t.Fatalf("slow client got all %d messages", got)
 	}
-	if s.Clients() != 1 {
-		t.Fatalf("clients = %d, want 1", s.Clients())
+	if s.Clients() != len(readers) {
+		t.Fatalf("clients = %d, want %d", s.Clients(), len(readers))
 	}
 	if m := scrape(t, s); !strings.Contains(m, `ovbus_closes_total{reason="slow_consumer"} 1`) {
 		t.Fatalf("slow consumer not counted:\n%s", grep(m, "closes"))
 	}
-	// The fast client carries on.
+	// The fast clients carry on.
 	ok := []byte(`{"type":"still.here"}`)
 	send(t, fast, ws.OpText, ok)
-	expect(t, ws.OpText, ok, fast)
+	expect(t, ws.OpText, ok, readers...)
 }
 
 // A client that sends a lot and reads nothing for a while, within the

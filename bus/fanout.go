@@ -2,6 +2,8 @@ package bus
 
 import (
 	"math/bits"
+	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,11 +42,13 @@ import (
 // frames in them.
 //
 // The publisher never waits for anyone and does O(1) work per message
-// however many followers sleep: it wakes up to inlineWakes sleepers itself
-// and hands more to a waker goroutine (wakeSleepers), which wakes every
-// follower that sleeps at a cursor the log has passed, outside the lock,
-// while the publisher goes on; once in a while it scans the followers'
-// cursors to release what everybody has fetched.
+// however many followers sleep: it wakes up to inlineWakes sleepers with a
+// wake channel itself and hands sessions, and more than inlineWakes
+// sleepers, to a waker goroutine (wakeSleepers), which wakes every follower
+// that sleeps at a cursor the log has passed, outside the lock, while the
+// publisher goes on, and writes the sessions' batches itself when their
+// sockets take them at once (session.wake); once in a while the publisher
+// scans the followers' cursors to release what everybody has fetched.
 //
 // When the bounds force the release of an entry that some followers still
 // need, those followers are cut at once (cutBehind): taken out of the log and
@@ -142,8 +146,9 @@ func segmentSize(maxBytes int64) int {
 // slab can hold large frames past their release.
 const entrySlab = 64
 
-// inlineWakes is how many sleepers publish wakes itself; more are woken by
-// a waker goroutine (wakeSleepers).
+// inlineWakes is how many sleepers with a wake channel publish wakes
+// itself; more are woken by a waker goroutine (wakeSleepers), and so are
+// sessions, always.
 const inlineWakes = 16
 
 // The compressed forms of an entry (ws.PreparedMessage.FrameWindow).
@@ -425,19 +430,31 @@ func (h *hub) publishLocked(e *entry) {
 	switch {
 	case len(h.sleepers) == 0 || h.waking:
 	case len(h.sleepers) <= inlineWakes:
-		for i, f := range h.sleepers {
-			f.sleepIdx = -1
-			wake[i] = f
-			h.sleepers[i] = nil
+		// Followers with a wake channel are woken here; sessions
+		// (onWake) by the waker, which writes their batches itself: one
+		// goroutine for all of them.
+		keep := h.sleepers[:0]
+		for _, f := range h.sleepers {
+			if f.onWake == nil {
+				f.sleepIdx = -1
+				wake[nw] = f
+				nw++
+			} else {
+				f.sleepIdx = len(keep)
+				keep = append(keep, f)
+			}
 		}
-		nw = len(h.sleepers)
-		h.sleepers = h.sleepers[:0]
+		clear(h.sleepers[len(keep):])
+		h.sleepers = keep
+		if len(keep) > 0 {
+			h.waking, waker = true, true
+		}
 	default:
 		h.waking, waker = true, true
 	}
 	h.mu.Unlock()
 	for _, f := range wake[:nw] {
-		f.signal()
+		f.signal(wakeStart)
 	}
 	if waker {
 		go h.wakeSleepers()
@@ -446,23 +463,39 @@ func (h *hub) publishLocked(e *entry) {
 }
 
 // signal gives f its wake-up token, once taken out of the sleepers (a token
-// that finds it awake makes it fetch once more, at worst in vain).
-func (f *follower) signal() {
+// that finds it awake makes it fetch once more, at worst in vain), and
+// reports whether the waker must come back to f (onWake, wakeHow).
+func (f *follower) signal(how wakeHow) bool {
 	if f.onWake != nil {
-		f.onWake()
-		return
+		return f.onWake(how)
 	}
 	select {
 	case f.wake <- struct{}{}:
 	default:
 	}
+	return false
 }
+
+// wakerRounds is how many times in a row the waker serves one follower
+// (wakeAgain: a session's batch written by the waker) before handing it
+// on (wakeHandOff: its own writer goroutine).
+const wakerRounds = 4
 
 // wakeSleepers is the waker: it wakes, outside the lock, every follower
 // that sleeps at a cursor the log has passed, as long as there are such,
 // then ends. Followers that went to sleep at the head stay asleep: the next
-// publish wakes them (or a waker, when it comes while one runs).
+// publish wakes them (or a waker, when it comes while one runs). A
+// follower may ask to be served again (a session whose batch the waker
+// wrote, in case more came meanwhile): the waker comes back to it in its
+// next round, with the newly due sleepers, up to wakerRounds times. So
+// with many sessions one goroutine writes to all that take their batches
+// at once, one batch each in turn, instead of one goroutine each.
 func (h *hub) wakeSleepers() {
+	type pending struct {
+		f      *follower
+		rounds int
+	}
+	var again, next []pending
 	for {
 		h.mu.Lock()
 		head := h.head.Load()
@@ -480,22 +513,72 @@ func (h *hub) wakeSleepers() {
 		}
 		clear(h.sleepers[len(keep):])
 		h.sleepers = keep
-		if len(due) == 0 {
+		if len(due) == 0 && len(again) == 0 {
 			h.waking = false
 			h.wakeBuf = due
 			h.mu.Unlock()
 			return
 		}
 		h.mu.Unlock()
-		for _, f := range due {
-			f.signal()
+		serve := due
+		if len(due) > wakerShare && runtime.GOMAXPROCS(0) > 1 {
+			// More than one waker's share, and more than one P to write
+			// with: helpers take the rest.
+			for k := wakerShare; k < len(due); k += wakerShare {
+				go serveWoken(slices.Clone(due[k:min(k+wakerShare, len(due))]))
+			}
+			serve = due[:wakerShare]
+		}
+		next = next[:0]
+		for _, f := range serve {
+			if f.signal(wakeInline) {
+				next = append(next, pending{f, 1})
+			}
+		}
+		for _, p := range again {
+			switch {
+			case p.rounds >= wakerRounds:
+				p.f.signal(wakeHandOff)
+			case p.f.signal(wakeAgain):
+				next = append(next, pending{p.f, p.rounds + 1})
+			}
 		}
 		clear(due)
+		clear(again)
+		again, next = next, again
 		h.mu.Lock()
 		if h.wakeBuf == nil {
 			h.wakeBuf = due
 		}
 		h.mu.Unlock()
+	}
+}
+
+// wakerShare is how many woken followers one waker serves at a time when
+// more than one P can run: a helper (serveWoken) takes each further share.
+const wakerShare = 1024
+
+// serveWoken is a helper of the waker: it wakes fs, taken out of the
+// sleepers, and serves those that ask for it again, as the waker does.
+func serveWoken(fs []*follower) {
+	n := 0
+	for _, f := range fs {
+		if f.signal(wakeInline) {
+			fs[n] = f
+			n++
+		}
+	}
+	for rounds := 1; n > 0; rounds++ {
+		fs, n = fs[:n], 0
+		for _, f := range fs {
+			if rounds >= wakerRounds {
+				f.signal(wakeHandOff)
+			} else if f.signal(wakeAgain) {
+				fs[n] = f
+				n++
+			}
+		}
+		clear(fs[n:])
 	}
 }
 

@@ -542,8 +542,8 @@ func TestHubWakesEverySleeper(t *testing.T) {
 }
 
 // TestHubOnWake: a follower with onWake and no goroutine waiting is told
-// of the next publish through onWake, with the inline wake-ups and with the
-// waker's, once per sleep, and takes the frames without waiting.
+// of the next publish through onWake, by the waker however many sleep,
+// once per sleep, and takes the frames without waiting.
 func TestHubOnWake(t *testing.T) {
 	for _, n := range []int{1, 2 * inlineWakes} {
 		h := newHub(1024, 1<<20)
@@ -551,7 +551,13 @@ func TestHubOnWake(t *testing.T) {
 		fs := make([]*follower, n)
 		for i := range fs {
 			f := newFollower(h)
-			f.onWake = func() { woken <- f }
+			f.onWake = func(how wakeHow) bool {
+				if how != wakeInline { // by the waker, however many sleep
+					t.Errorf("%d sleepers: woken with %v, want the waker's", n, how)
+				}
+				woken <- f
+				return false
+			}
 			h.join(f)
 			if !h.sleep(f, f.cursor.Load()) {
 				t.Fatal("sleep with nothing published")

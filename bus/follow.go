@@ -16,6 +16,23 @@ import (
 // the one loop below (follower.next): fetch what is there after the cursor,
 // or register as a sleeper and wait for the publisher's wake-up.
 
+// wakeHow is what a follower's onWake is asked to do.
+type wakeHow uint8
+
+const (
+	// wakeStart: the publisher wakes it; start what reads the log (a
+	// goroutine) and return at once.
+	wakeStart wakeHow = iota
+	// wakeInline: the waker wakes it; it may also do one bounded step of
+	// the reading itself, without waiting, and ask to be called again.
+	wakeInline
+	// wakeAgain: the next step, after one that asked for it.
+	wakeAgain
+	// wakeHandOff: after one that asked for it, the waker stops calling:
+	// start what reads the log.
+	wakeHandOff
+)
+
 // ErrLagged is returned by Follower.Next once the follower fell further
 // behind the log than its bounds allow; it has missed frames and is cut.
 var ErrLagged = errors.New("bus: follower fell behind the queue bounds")
@@ -52,11 +69,12 @@ type follower struct {
 	// outside the hub's lock, on the publisher's or the waker's goroutine;
 	// it must not block), for a reader with no goroutine waiting on wake:
 	// that is how a session starts its writer only when it has something
-	// to write (session.wakeWriter). A wake may come late, after the
-	// follower woke for another reason: it then finds nothing new, and
-	// sleeps again.
+	// to write (session.wake). how says who calls and what it may do (see
+	// wakeHow); onWake reports whether the waker must call it again
+	// (wakeAgain or wakeHandOff). A wake may come late, after the follower
+	// woke for another reason: it then finds nothing new, and sleeps again.
 	wake     chan struct{}
-	onWake   func()
+	onWake   func(how wakeHow) (again bool)
 	idx      int    // position in hub.followers (under hub.mu)
 	sleepIdx int    // position in hub.sleepers, -1 when not there (under hub.mu)
 	sleepAt  uint64 // the cursor it sleeps at (under hub.mu)

@@ -385,7 +385,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	// publishes before that only count, and the writer started after the
 	// greeting fetches what they published.
 	c.wpend.Store(1)
-	c.f.onWake = c.wakeWriter
+	c.f.onWake = c.wake
 	if p := conn.Deflate(); p != nil {
 		c.windowBits = p.ServerMaxWindowBits
 	}
@@ -410,7 +410,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		conn.CloseNow()
 	}
 	s.log.Debug("Client connected", "remote", c.remote)
-	go c.writeTask()
+	go c.writeTask(nil, nil, false)
 	// The handler returns: net/http lets go of the connection's request,
 	// response and buffers (8 KiB), and the reader is readReady, run by the
 	// poller when the socket is readable (the first time now: the client

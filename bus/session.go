@@ -20,15 +20,18 @@ import (
 //	session.go  readReady (poll path) or readLoop: one message read from the client's connection
 //	relay.go    relay: size, emit permission, carrier rule, filter log line
 //	fanout.go   hub.publish: the frame is encoded once and appended to the log
-//	follow.go   follower.tryBatch: every session's writer is woken (started) and fetches it
+//	follow.go   follower.tryBatch: every session's writer is woken (the waker) and fetches it
 //	session.go  writeTask: the batch is written to the client in one write (batch.go)
 //
 // Who runs what. A session owns no goroutine while it is idle:
 //
-//   - the writer (writeTask) runs only while the log holds frames the
-//     client has not been sent: the hub's publish starts it (wakeWriter,
-//     the follower's onWake), it writes until it has caught up, sleeps in
-//     the hub and returns. Its batch buffers come from writeBatches.
+//   - the writer runs only while the log holds frames the client has not
+//     been sent: the hub's waker is the writer for as long as the socket
+//     takes each batch at once (wake, writeInline: one goroutine writes for
+//     every session woken by a publish); otherwise, and for clients with a
+//     receive rule or deflate, a goroutine (writeTask, started by
+//     wakeWriter) writes until it has caught up, sleeps in the hub and
+//     returns. Their batch buffers come from writeBatches.
 //   - the reader, on Linux over plain TCP (the poll path, poll_linux.go),
 //     runs only while the socket has bytes: the poller's epoll loop starts
 //     readReady when the socket is readable, which relays what is there
@@ -260,33 +263,123 @@ func (c *session) readFailed(err error) {
 	c.conn.CloseNow()
 }
 
-// wakeWriter makes sure a writer runs for c. The hub calls it (the
-// follower's onWake, outside the hub's lock, on the publisher's or the
-// waker's goroutine) when c's follower sleeps and a frame is published, and
-// finish calls it; a late wake starts a writer that finds nothing to do.
-// Writers run one at a time: only the wake that finds none running starts
-// one.
+// wakeWriter makes sure a writer runs for c: finish calls it, and the hub
+// (the follower's onWake, wake) when c's follower sleeps and a frame is
+// published. A late wake starts a writer that finds nothing to do. Writers
+// run one at a time: only the wake that finds none running starts one.
 func (c *session) wakeWriter() {
 	if c.wpend.Add(1) == 1 {
-		go c.writeTask()
+		go c.writeTask(nil, nil, false)
 	}
+}
+
+// wake is c's follower's onWake (see wakeHow), called outside the hub's
+// lock: by the publisher itself (wakeStart: it starts a writer goroutine,
+// so that the publisher's reader goes on reading), or by the hub's waker
+// goroutine, which wakes every sleeper at once (wakeInline): then, when c
+// takes every frame as it is (runs) and no writer runs, the waker becomes
+// c's writer and writes its batches itself, one per round (wakeAgain),
+// each with a system call that never waits (writeInline), until c has
+// caught up or the waker hands c to a writer goroutine (wakeHandOff). Only
+// what the socket does not take at once is left to a writer goroutine. So
+// a publish that wakes many sessions starts one goroutine, not one per
+// session, and a client that reads nothing never holds up the waker.
+func (c *session) wake(how wakeHow) bool {
+	switch how {
+	case wakeAgain:
+		return c.writeInline()
+	case wakeHandOff:
+		go c.writeTask(nil, nil, false)
+		return false
+	case wakeInline:
+		if c.runs() && c.conn.CanTryRead() {
+			if c.wpend.Add(1) != 1 {
+				return false // a writer runs: it sees the wake
+			}
+			return c.writeInline()
+		}
+	}
+	c.wakeWriter()
+	return false
+}
+
+// writeInline is one batch of c's writer on the waker (wpend is c's, see
+// wake): it takes what the log holds for c and writes it without waiting,
+// and reports that it did (the waker then calls it again, or hands c on).
+// Taking when there is nothing puts c's follower to sleep in the hub, and
+// c has no writer any more. Anything else — a socket that does not take all
+// of it, a cut, the end — goes to a writer goroutine (writeTask) with the
+// batch, or what is left of it. The log's order is kept: nothing else
+// writes to c meanwhile (wpend), and a write cut part way holds the Conn's
+// write lock until the rest is out (ws.Conn.TryWritePreparedFrames).
+func (c *session) writeInline() (again bool) {
+	wb := writeBatches.Get().(*writeBatch)
+	asleep, err := c.takeBatch(wb)
+	switch {
+	case err != nil:
+		// The writer goroutine meets the same end (lagged and done are
+		// for good) where it may wait (closing).
+		wb.reset()
+		writeBatches.Put(wb)
+		go c.writeTask(nil, nil, false)
+		return false
+	case asleep:
+		wb.reset()
+		writeBatches.Put(wb)
+		if !c.wpend.CompareAndSwap(1, 0) {
+			go c.writeTask(nil, nil, false) // woken again meanwhile
+		}
+		return false
+	}
+	rn := wb.b.rn
+	if rn.n == 0 || c.f.cut.Load() {
+		go c.writeTask(wb, nil, false) // not a run, or cut: written there
+		return false
+	}
+	n, held, err := c.conn.TryWritePreparedFrames(rn.frames)
+	switch {
+	case err != nil:
+		wb.reset()
+		writeBatches.Put(wb)
+		c.writeFailed(err)
+		c.writerEnded()
+		return false
+	case held:
+		go c.writeTask(wb, rn.frames[n:], true)
+		return false
+	case n < len(rn.frames): // the socket is full: nothing was written
+		go c.writeTask(wb, nil, false)
+		return false
+	}
+	wb.b.rn = run{}
+	c.sent(wb)
+	wb.reset()
+	writeBatches.Put(wb)
+	return true
 }
 
 // writeTask writes what the log holds for c until it has caught up, then
 // sleeps in the hub and returns: an idle session has no writer goroutine
 // and no batch buffers. When it finds the session done, it ends the writer
-// side.
-func (c *session) writeTask() {
-	wb := writeBatches.Get().(*writeBatch)
+// side. carry, when not nil, is a batch writeInline took and did not write
+// (or, held, of which rest is left: the Conn's write lock is this writer's,
+// see ws.Conn.TryWritePreparedFrames); it goes first.
+func (c *session) writeTask(carry *writeBatch, rest []byte, held bool) {
+	wb := carry
+	if wb == nil {
+		wb = writeBatches.Get().(*writeBatch)
+	}
 	defer func() {
 		wb.reset()
 		writeBatches.Put(wb)
 	}()
+	if carry != nil && !c.writeRest(wb, rest, held) {
+		c.writerEnded()
+		return
+	}
 	for {
 		if !c.drain(wb) {
-			if c.wended.CompareAndSwap(false, true) {
-				c.sideDone()
-			}
+			c.writerEnded()
 			return
 		}
 		// Asleep in the hub: the next publish starts a writer, unless some
@@ -295,6 +388,13 @@ func (c *session) writeTask() {
 			return
 		}
 		c.wpend.Store(1)
+	}
+}
+
+// writerEnded ends the writer side, once.
+func (c *session) writerEnded() {
+	if c.wended.CompareAndSwap(false, true) {
+		c.sideDone()
 	}
 }
 
@@ -322,6 +422,12 @@ func (c *session) drain(wb *writeBatch) bool {
 // as one slice, frames in one writev), with its own deadline, and reports
 // whether the session goes on.
 func (c *session) write(wb *writeBatch) bool {
+	return c.writeRest(wb, nil, false)
+}
+
+// writeRest is write, or, when held, the end of a batch writeInline began:
+// rest is what is left of its run (ws.Conn.FinishPreparedFrames).
+func (c *session) writeRest(wb *writeBatch, rest []byte, held bool) bool {
 	s := c.s
 	if wb.n == 0 {
 		c.wrote(wb.cursor, wb.fetched)
@@ -335,32 +441,73 @@ func (c *session) write(wb *writeBatch) bool {
 		c.conn.SetWriteDeadline(want)
 		c.wdeadline = want
 	}
-	if c.f.cut.Load() {
+	var err error
+	switch {
+	case held:
+		// Part of a frame may be out: it is finished even when cut,
+		// so that the close frame can follow.
+		err = c.conn.FinishPreparedFrames(context.Background(), rest)
+		wb.b.rn = run{}
+	case c.f.cut.Load():
 		// Cut while fetching: the onCut's deadline may have been
 		// overwritten just now.
 		c.slowConsumer(c.cutWhy(""), true)
 		return false
+	case wb.b.rn.n > 0 && c.conn.CanTryRead():
+		err = c.writeRun(wb.b.rn.frames)
+		wb.b.rn = run{}
+	default:
+		err = wb.write(c.conn)
 	}
-	if err := wb.write(c.conn); err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			// Part of a frame may be out: no close frame can follow.
-			if c.f.cut.Load() {
-				c.slowConsumer(c.cutWhy(", write blocked"), false)
-			} else {
-				c.slowConsumer("write timeout", false)
-			}
-			return false
-		}
-		if c.finish(reasonWriteError, 0, err.Error(), "error", err.Error()) {
-			c.closeNow()
-		}
+	if err != nil {
+		c.writeFailed(err)
 		return false
 	}
+	c.sent(wb)
+	return true
+}
+
+// writeRun writes a run on a plain socket with the raw calls of
+// ws.Conn.TryWritePreparedFrames and FinishPreparedFrames, which wait in
+// the runtime's poller when the socket is full but never hand the thread's
+// P on as an ordinary system call would: when many writers wait, that
+// hand-off costs a thread switch each way per write. Whatever the try
+// cannot do goes the ordinary way (WritePreparedFrames).
+func (c *session) writeRun(frames []byte) error {
+	n, held, err := c.conn.TryWritePreparedFrames(frames)
+	switch {
+	case err != nil:
+		return err
+	case held:
+		return c.conn.FinishPreparedFrames(context.Background(), frames[n:])
+	case n == len(frames):
+		return nil
+	}
+	return c.conn.WritePreparedFrames(context.Background(), frames)
+}
+
+// writeFailed ends the session after a failed write.
+func (c *session) writeFailed(err error) {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// Part of a frame may be out: no close frame can follow.
+		if c.f.cut.Load() {
+			c.slowConsumer(c.cutWhy(", write blocked"), false)
+		} else {
+			c.slowConsumer("write timeout", false)
+		}
+		return
+	}
+	if c.finish(reasonWriteError, 0, err.Error(), "error", err.Error()) {
+		c.closeNow()
+	}
+}
+
+// sent records a batch written.
+func (c *session) sent(wb *writeBatch) {
 	c.wrote(wb.cursor, wb.fetched)
 	c.framesOut.Add(uint64(wb.n))
 	c.bytesOut.Add(uint64(wb.size))
-	s.m.sent(wb.n, wb.size, s.hub.now()-wb.born)
-	return true
+	c.s.m.sent(wb.n, wb.size, c.s.hub.now()-wb.born)
 }
 
 // cutWhy is the detail of a cut by the queue bounds (hub.cutBehind) or for
