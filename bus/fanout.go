@@ -252,12 +252,20 @@ type hub struct {
 	paceMsgs   atomic.Uint64
 	stallAfter atomic.Int64 // ns; 0: no stall cut
 	tailBytesA atomic.Int64 // tailBytes, for pace's lock-free look
+	// freshFor and rate are paceFresh and paceRate (ns, bytes per second),
+	// per hub so that a test can widen them: how long a starved client may
+	// go unscheduled and still count as draining is the machine's business,
+	// not the test's.
+	freshFor atomic.Int64
+	rate     atomic.Int64
 }
 
 func newHub(maxMsgs int, maxBytes int64) *hub {
 	h := &hub{epoch: time.Now(), maxMsgs: uint64(maxMsgs), maxBytes: maxBytes, segCap: segmentSize(maxBytes)}
 	h.ring.Store(newRing(min(maxMsgs, initialRing-1)))
 	h.setPace(maxMsgs, maxBytes)
+	h.freshFor.Store(int64(paceFresh))
+	h.rate.Store(paceRate)
 	return h
 }
 
@@ -887,7 +895,7 @@ func (h *hub) pace(size int) {
 		h.bytes.Load()-h.tailBytesA.Load()+h.extra.Load() <= h.paceBytes.Load() {
 		return
 	}
-	limit := max(paceMin, time.Duration(size)*time.Second/paceRate)
+	limit := max(paceMin, time.Duration(int64(size)*int64(time.Second)/h.rate.Load()))
 	for waited := time.Duration(0); waited < limit; waited += paceStep {
 		cut, busy := h.pressured()
 		h.notifyCut(cut)
@@ -905,7 +913,7 @@ func (h *hub) pressured() (cut []*follower, busy bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now, head, total := h.now(), h.head.Load(), h.bytes.Load()
-	pm, pb, stall := h.paceMsgs.Load(), h.paceBytes.Load(), h.stallAfter.Load()
+	pm, pb, stall, fresh := h.paceMsgs.Load(), h.paceBytes.Load(), h.stallAfter.Load(), h.freshFor.Load()
 	extra := h.extra.Load() // the compressed copies count against the bound too
 	for i := 0; i < len(h.followers); {
 		f := h.followers[i]
@@ -921,7 +929,7 @@ func (h *hub) pressured() (cut []*follower, busy bool) {
 				cut = append(cut, f)
 				continue
 			}
-			if idle < int64(paceFresh) {
+			if idle < fresh {
 				busy = true
 			}
 		}
