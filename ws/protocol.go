@@ -359,7 +359,22 @@ var (
 // EventPing should be answered with AppendPong; EventClose, if the Protocol
 // had not sent Close itself (State is StateCloseReceived), with AppendClose
 // (RFC 6455 §5.5.1: echo the status code).
+//
+// A receive loop should call NextInto, which is Next without the copy of
+// the Event.
 func (p *Protocol) Next() (Event, error) {
+	var ev Event
+	err := p.NextInto(&ev)
+	return ev, err
+}
+
+// NextInto is Next that stores the event in *ev, every field of it, instead
+// of returning it: the form to use in a receive loop, with one Event
+// reused from call to call, because an Event is too large to come back in
+// registers and Next's result is copied on the way (BenchmarkRoundTrip).
+// What Next says of the Event and the errors holds for NextInto; on an
+// error *ev is the zero Event.
+func (p *Protocol) NextInto(ev *Event) error {
 	if p.fl != nil {
 		p.fl.releaseOut()
 	}
@@ -375,6 +390,12 @@ func (p *Protocol) Next() (Event, error) {
 	if st := p.State(); (st == StateOpen || st == StateCloseSent) && !p.inFrame && !p.msgOpen && !p.inflating {
 		b := p.buf[p.r:]
 		if len(b) < 2 {
+			if len(b) == 0 {
+				// All received bytes are processed: what the general
+				// path returns here too, without its frame.
+				*ev = Event{}
+				return nil
+			}
 			goto general
 		}
 		b0, b1 := b[0], b[1]
@@ -435,13 +456,18 @@ func (p *Protocol) Next() (Event, error) {
 				// message, the validator where it stopped.
 				p.msgOpen = true
 				p.utf8.Write(payload)
-				return p.fail(errBadUTF8)
+				*ev = Event{}
+				_, err := p.fail(errBadUTF8)
+				return err
 			}
 		}
-		return Event{Kind: EventMessage, Op: op, Payload: payload, Fin: true}, nil
+		*ev = Event{Kind: EventMessage, Op: op, Payload: payload, Fin: true}
+		return nil
 	}
 general:
-	return p.next()
+	e, err := p.next()
+	*ev = e
+	return err
 }
 
 // next is Next without the fast path: every frame goes through the general
