@@ -150,6 +150,12 @@ type Protocol struct {
 	pendCode StatusCode
 	pendMsg  string
 
+	// openPlain: permessage-deflate is off and the receiving side has seen
+	// neither a Close frame nor a failure (State is Open or CloseSent), so
+	// that NextInto may answer an empty buffer inline. Cleared by the
+	// receiving side (control, fail), which alone reads it.
+	openPlain bool
+
 	// frame being received
 	inFrame   bool
 	hdr       Header
@@ -203,6 +209,7 @@ func NewProtocol(cfg Config) *Protocol {
 		p.fl = newDeflateState(cfg.Role, *cfg.Deflate, cfg.Compression)
 		p.fl.zcharge.b = cfg.Budget
 	}
+	p.openPlain = p.fl == nil
 	return p
 }
 
@@ -375,6 +382,23 @@ func (p *Protocol) Next() (Event, error) {
 // What Next says of the Event and the errors holds for NextInto; on an
 // error *ev is the zero Event.
 func (p *Protocol) NextInto(ev *Event) error {
+	// Small enough to be inlined in the loop: the call that finds every
+	// received byte processed (the loop's last) returns at once, with what
+	// the general path returns then: EventNone while the state is Open or
+	// CloseSent (openPlain). Without permessage-deflate nothing is being
+	// inflated, and
+	// in the middle of a frame (more payload to come: a frame's end is
+	// dealt with in the call that reaches it) the general path has no
+	// payload to hand out either.
+	if p.r == len(p.buf) && p.openPlain {
+		*ev = Event{}
+		return nil
+	}
+	return p.nextFast(ev)
+}
+
+// nextFast is NextInto's fast path and the way to the general path.
+func (p *Protocol) nextFast(ev *Event) error {
 	if p.fl != nil {
 		p.fl.releaseOut()
 	}
@@ -456,17 +480,34 @@ func (p *Protocol) NextInto(ev *Event) error {
 				// message, the validator where it stopped.
 				p.msgOpen = true
 				p.utf8.Write(payload)
-				*ev = Event{}
-				_, err := p.fail(errBadUTF8)
-				return err
+				return p.failInto(ev, errBadUTF8)
 			}
 		}
-		*ev = Event{Kind: EventMessage, Op: op, Payload: payload, Fin: true}
+		// Field by field: a composite literal would be built on the
+		// stack and copied.
+		ev.Kind, ev.Op, ev.Payload, ev.Fin, ev.Code, ev.Reason = EventMessage, op, payload, true, 0, ""
 		return nil
 	}
 general:
+	return p.nextInto(ev)
+}
+
+// nextInto is the general path of NextInto, out of line so that its Event
+// does not enlarge NextInto's frame.
+//
+//go:noinline
+func (p *Protocol) nextInto(ev *Event) error {
 	e, err := p.next()
 	*ev = e
+	return err
+}
+
+// failInto is fail for NextInto.
+//
+//go:noinline
+func (p *Protocol) failInto(ev *Event, e *ProtocolError) error {
+	*ev = Event{}
+	_, err := p.fail(e)
 	return err
 }
 
@@ -699,6 +740,7 @@ func (p *Protocol) control(op Opcode, payload []byte) (Event, error) {
 		}
 		ev.Reason = string(reason)
 	}
+	p.openPlain = false
 	p.mu.Lock()
 	if p.State() == StateCloseSent {
 		p.st.Store(uint32(StateClosed))
@@ -712,6 +754,7 @@ func (p *Protocol) control(op Opcode, payload []byte) (Event, error) {
 // fail moves the Protocol to StateClosed and queues a close frame with the
 // error's code unless a Close was already sent (RFC 6455 §7.1.7).
 func (p *Protocol) fail(e *ProtocolError) (Event, error) {
+	p.openPlain = false
 	p.mu.Lock()
 	if st := p.State(); st == StateOpen || st == StateCloseReceived {
 		p.pending = true
