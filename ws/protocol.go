@@ -243,6 +243,12 @@ func (p *Protocol) Receive(data []byte) {
 	if st := p.State(); st == StateClosed || st == StateCloseReceived || len(data) == 0 {
 		return
 	}
+	if p.r == len(p.buf) && len(data) <= cap(p.buf) && cap(p.buf) <= 1<<20 {
+		// The usual case: all processed, and data fits from the start.
+		p.buf = p.buf[:copy(p.buf[:len(data)], data)]
+		p.r = 0
+		return
+	}
 	if p.r > 0 {
 		switch {
 		case p.r < len(p.buf):
