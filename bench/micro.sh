@@ -10,7 +10,8 @@
 # and writes FILE (default bench/results/micro-DATE.txt): the date, the commit
 # (with +dirty when the tree has uncommitted changes), the Go version, the CPU,
 # the load average before and after, then each command line followed by its
-# output as printed. Every figure of the micro-benchmark and wsproto tables in
+# output as printed, and the ratio of wsproto's small round trip to ws's
+# (BenchmarkRoundTrip/small, median) of the same run. Every figure of the micro-benchmark and wsproto tables in
 # BENCHMARKS.md must come from such a file. The machine should be quiet: the
 # file records the load so that a reader can judge.
 set -euo pipefail
@@ -53,6 +54,18 @@ if /usr/bin/python3 -c 'import wsproto' 2>/dev/null; then
     # shellcheck disable=SC2086
     run /usr/bin/python3 bench/wsproto/roundtrip.py $args
   done
+  # The ratio of the same run: the median of ws's BenchmarkRoundTrip/small
+  # (ns/op) against wsproto's small figure (µs per iteration, a median).
+  ratio=$(awk '
+    /^BenchmarkRoundTrip\/small-[0-9]+ / { v[++n] = $3 }
+    /^wsproto .* size=small deflate=False/ { for (i = 1; i <= NF; i++) if ($i ~ /^us_per_iteration=/) { split($i, a, "="); w = a[2] } }
+    END {
+      if (!n || !w) exit
+      for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+      m = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+      printf "ratio:   wsproto small %.2f us / ws RoundTrip/small median %.1f ns = x%.0f\n", w, m, w * 1000 / m
+    }' "$out")
+  [ -n "$ratio" ] && { echo "" >>"$out"; echo "$ratio" | tee -a "$out"; }
 else
   echo "" >>"$out"
   echo "(wsproto not installed: no wsproto figures)" >>"$out"

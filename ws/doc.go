@@ -5,8 +5,9 @@
 //
 // Protocol is the whole protocol without any I/O: bytes read from the
 // network go in with Protocol.Receive, decoded events come out of
-// Protocol.Next, and the Append methods encode frames into a caller's
-// buffer. It implements
+// Protocol.NextInto (into an Event the loop reuses; Protocol.Next returns
+// a copy), and the Append methods encode frames into a caller's buffer. It
+// implements
 //
 //   - framing (RFC 6455 §5.2): minimal length encodings, 64-bit lengths with
 //     the top bit clear, reserved bits and opcodes, control frames of at

@@ -206,9 +206,9 @@ func ExampleProtocol() {
 	// frames p answers with are returned, to go back over the "network".
 	handle := func(name string, p *ws.Protocol, in []byte) (out []byte) {
 		p.Receive(in)
+		var ev ws.Event // reused: NextInto overwrites every field
 		for {
-			ev, err := p.Next()
-			if err != nil {
+			if err := p.NextInto(&ev); err != nil {
 				fmt.Println(name, "failed:", err)
 				return out
 			}

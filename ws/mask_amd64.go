@@ -2,6 +2,12 @@
 
 package ws
 
+// cpuAVX2 reports whether AVX2 may be used. In cpu_amd64.s.
+func cpuAVX2() bool
+
+// useAVX2 turns on the 32-byte loops of maskXOR and asciiPrefixAsm.
+var useAVX2 = cpuAVX2()
+
 // maskXOR sets dst[i] = src[i] ^ byte(key>>(8*(i%4))) for i < n; dst may
 // be src. In mask_amd64.s.
 //

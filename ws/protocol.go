@@ -150,6 +150,12 @@ type Protocol struct {
 	pendCode StatusCode
 	pendMsg  string
 
+	// openPlain: permessage-deflate is off and the receiving side has seen
+	// neither a Close frame nor a failure (State is Open or CloseSent), so
+	// that NextInto may answer an empty buffer inline. Cleared by the
+	// receiving side (control, fail), which alone reads it.
+	openPlain bool
+
 	// frame being received
 	inFrame   bool
 	hdr       Header
@@ -203,6 +209,7 @@ func NewProtocol(cfg Config) *Protocol {
 		p.fl = newDeflateState(cfg.Role, *cfg.Deflate, cfg.Compression)
 		p.fl.zcharge.b = cfg.Budget
 	}
+	p.openPlain = p.fl == nil
 	return p
 }
 
@@ -234,6 +241,12 @@ func (p *Protocol) Receive(data []byte) {
 		p.fl.releaseOut()
 	}
 	if st := p.State(); st == StateClosed || st == StateCloseReceived || len(data) == 0 {
+		return
+	}
+	if p.r == len(p.buf) && len(data) <= cap(p.buf) && cap(p.buf) <= 1<<20 {
+		// The usual case: all processed, and data fits from the start.
+		p.buf = p.buf[:copy(p.buf[:len(data)], data)]
+		p.r = 0
 		return
 	}
 	if p.r > 0 {
@@ -359,7 +372,39 @@ var (
 // EventPing should be answered with AppendPong; EventClose, if the Protocol
 // had not sent Close itself (State is StateCloseReceived), with AppendClose
 // (RFC 6455 §5.5.1: echo the status code).
+//
+// A receive loop should call NextInto, which is Next without the copy of
+// the Event.
 func (p *Protocol) Next() (Event, error) {
+	var ev Event
+	err := p.NextInto(&ev)
+	return ev, err
+}
+
+// NextInto is Next that stores the event in *ev, every field of it, instead
+// of returning it: the form to use in a receive loop, with one Event
+// reused from call to call, because an Event is too large to come back in
+// registers and Next's result is copied on the way (BenchmarkRoundTrip).
+// What Next says of the Event and the errors holds for NextInto; on an
+// error *ev is the zero Event.
+func (p *Protocol) NextInto(ev *Event) error {
+	// Small enough to be inlined in the loop: the call that finds every
+	// received byte processed (the loop's last) returns at once, with what
+	// the general path returns then: EventNone while the state is Open or
+	// CloseSent (openPlain). Without permessage-deflate nothing is being
+	// inflated, and
+	// in the middle of a frame (more payload to come: a frame's end is
+	// dealt with in the call that reaches it) the general path has no
+	// payload to hand out either.
+	if p.r == len(p.buf) && p.openPlain {
+		*ev = Event{}
+		return nil
+	}
+	return p.nextFast(ev)
+}
+
+// nextFast is NextInto's fast path and the way to the general path.
+func (p *Protocol) nextFast(ev *Event) error {
 	if p.fl != nil {
 		p.fl.releaseOut()
 	}
@@ -375,6 +420,12 @@ func (p *Protocol) Next() (Event, error) {
 	if st := p.State(); (st == StateOpen || st == StateCloseSent) && !p.inFrame && !p.msgOpen && !p.inflating {
 		b := p.buf[p.r:]
 		if len(b) < 2 {
+			if len(b) == 0 {
+				// All received bytes are processed: what the general
+				// path returns here too, without its frame.
+				*ev = Event{}
+				return nil
+			}
 			goto general
 		}
 		b0, b1 := b[0], b[1]
@@ -435,13 +486,35 @@ func (p *Protocol) Next() (Event, error) {
 				// message, the validator where it stopped.
 				p.msgOpen = true
 				p.utf8.Write(payload)
-				return p.fail(errBadUTF8)
+				return p.failInto(ev, errBadUTF8)
 			}
 		}
-		return Event{Kind: EventMessage, Op: op, Payload: payload, Fin: true}, nil
+		// Field by field: a composite literal would be built on the
+		// stack and copied.
+		ev.Kind, ev.Op, ev.Payload, ev.Fin, ev.Code, ev.Reason = EventMessage, op, payload, true, 0, ""
+		return nil
 	}
 general:
-	return p.next()
+	return p.nextInto(ev)
+}
+
+// nextInto is the general path of NextInto, out of line so that its Event
+// does not enlarge NextInto's frame.
+//
+//go:noinline
+func (p *Protocol) nextInto(ev *Event) error {
+	e, err := p.next()
+	*ev = e
+	return err
+}
+
+// failInto is fail for NextInto.
+//
+//go:noinline
+func (p *Protocol) failInto(ev *Event, e *ProtocolError) error {
+	*ev = Event{}
+	_, err := p.fail(e)
+	return err
 }
 
 // next is Next without the fast path: every frame goes through the general
@@ -673,6 +746,7 @@ func (p *Protocol) control(op Opcode, payload []byte) (Event, error) {
 		}
 		ev.Reason = string(reason)
 	}
+	p.openPlain = false
 	p.mu.Lock()
 	if p.State() == StateCloseSent {
 		p.st.Store(uint32(StateClosed))
@@ -686,6 +760,7 @@ func (p *Protocol) control(op Opcode, payload []byte) (Event, error) {
 // fail moves the Protocol to StateClosed and queues a close frame with the
 // error's code unless a Close was already sent (RFC 6455 §7.1.7).
 func (p *Protocol) fail(e *ProtocolError) (Event, error) {
+	p.openPlain = false
 	p.mu.Lock()
 	if st := p.State(); st == StateOpen || st == StateCloseReceived {
 		p.pending = true

@@ -8,13 +8,20 @@
 // holds a byte >= 0x80 within its first 16 bytes: the start of the first
 // block of 16 bytes (SSE2 PMOVMSKB) that has one. The remainder of under
 // 16 bytes is checked with the last 16 bytes of p, overlapping the block
-// before; below 16 bytes the same with 8 bytes, then one at a time.
+// before; below 16 bytes the same with 8 bytes, then one at a time. From
+// 32 bytes on, when the CPU has AVX2 (useAVX2), blocks of 64, then 32 bytes
+// (VPMOVMSKB), the last 32 overlapping, and i is the first byte >= 0x80
+// itself.
 TEXT ·asciiPrefixAsm(SB), NOSPLIT, $0-24
 	MOVQ p+0(FP), SI
 	MOVQ n+8(FP), CX
 	XORQ AX, AX
 	CMPQ CX, $16
 	JB   short
+	CMPQ CX, $32
+	JB   loop16
+	CMPB ·useAVX2(SB), $0
+	JNE  avx2
 
 loop16:
 	MOVOU    0(SI)(AX*1), X0
@@ -32,6 +39,56 @@ loop16:
 	JNZ      done
 	MOVQ     CX, AX
 	JMP      done
+
+avx2:
+	CMPQ CX, $64
+	JB   loop32
+
+loop64:
+	VMOVDQU   0(SI)(AX*1), Y0
+	VMOVDQU   32(SI)(AX*1), Y1
+	VPOR      Y0, Y1, Y1
+	VPMOVMSKB Y1, BX
+	TESTL     BX, BX
+	JNZ       loop32 // a byte >= 0x80 in these 64: find it
+	ADDQ      $64, AX
+	LEAQ      64(AX), DX
+	CMPQ      DX, CX
+	JBE       loop64
+	LEAQ      32(AX), DX
+	CMPQ      DX, CX
+	JA        tail32
+
+loop32:
+	VMOVDQU   0(SI)(AX*1), Y0
+	VPMOVMSKB Y0, BX
+	TESTL     BX, BX
+	JNZ       found32
+	ADDQ      $32, AX
+	LEAQ      32(AX), DX
+	CMPQ      DX, CX
+	JBE       loop32
+
+tail32:
+	// Under 32 bytes left: the last 32 bytes.
+	VMOVDQU   -32(SI)(CX*1), Y0
+	VPMOVMSKB Y0, BX
+	VZEROUPPER
+	TESTL     BX, BX
+	JNZ       foundtail
+	MOVQ      CX, AX
+	JMP       done
+
+found32:
+	VZEROUPPER
+	BSFL BX, BX
+	ADDQ BX, AX
+	JMP  done
+
+foundtail:
+	BSFL BX, BX
+	LEAQ -32(CX)(BX*1), AX
+	JMP  done
 
 short:
 	CMPQ  CX, $8
