@@ -130,6 +130,8 @@ func New(opts Options) (*Server, error) {
 	}
 	s.live.Store(newLive(o))
 	s.inflight.OnDrained(releaseMinBurst, releaseLow, s.onDrained)
+	_, _, held := runtimeStats()
+	s.mem.held.Store(held) // what the first handshake burst is measured against
 	s.hub.stallAfter.Store(int64(o.WriteTimeout / 10))
 	s.m = newMetrics(s)
 	s.httpSrv = &http.Server{
@@ -355,6 +357,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		HandshakeTimeout:  o.HandshakeTimeout,
 		CloseTimeout:      closeTimeout,
 	})
+	s.noteAccept()
 	if err != nil {
 		if originRefused {
 			s.m.rejected(rejectOrigin)
