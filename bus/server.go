@@ -380,7 +380,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		userAgent:  r.Header.Get("User-Agent"),
 		origin:     r.Header.Get("Origin"),
 		token:      tokenName,
-		connected:  time.Now(),
+		connected:  time.Now().UnixNano(),
 		done:       make(chan struct{}),
 	}
 	c.sides.Store(2)
@@ -390,7 +390,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	c.wpend.Store(1)
 	c.f.onWake = c.wakeWriter
 	if p := conn.Deflate(); p != nil {
-		c.windowBits = p.ServerMaxWindowBits
+		c.windowBits = int32(p.ServerMaxWindowBits)
 	}
 	c.f.paces = true
 	// Cut while its writer is blocked on a client that reads nothing: the
