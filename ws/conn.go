@@ -53,7 +53,6 @@ const (
 type Conn struct {
 	nc     net.Conn
 	role   Role
-	subp   string
 	params *DeflateParams
 
 	// p is the sans-IO protocol. Its read side (Receive, Next) is used by the
@@ -119,6 +118,7 @@ type Conn struct {
 // in Conn (the reader, the writer under wmu, or any goroutine for the
 // channels).
 type connExtra struct {
+	subp           string       // the subprotocol chosen in the handshake (fixed)
 	onPing, onPong func([]byte) // AcceptOptions.OnPing, DialOptions.OnPing (reader)
 	pending        []byte       // leftover handshake bytes to feed before reading nc (reader)
 	chunks         [][]byte     // the earlier pieces of a large message (endMessage; reader)
@@ -192,7 +192,6 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 	c := &Conn{
 		nc:     nc,
 		role:   cfg.role,
-		subp:   cfg.subprotocol,
 		params: cfg.params,
 		p: NewProtocol(Config{
 			Role:           cfg.role,
@@ -208,9 +207,9 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 		closeTimeout: cfg.closeTimeout,
 	}
 	c.mcharge.b = cfg.budget
-	if cfg.onPing != nil || cfg.onPong != nil || len(cfg.leftover) > 0 {
+	if cfg.subprotocol != "" || cfg.onPing != nil || cfg.onPong != nil || len(cfg.leftover) > 0 {
 		x := c.extra()
-		x.onPing, x.onPong = cfg.onPing, cfg.onPong
+		x.subp, x.onPing, x.onPong = cfg.subprotocol, cfg.onPing, cfg.onPong
 		if len(cfg.leftover) > 0 {
 			x.pending = append([]byte(nil), cfg.leftover...)
 		}
@@ -252,7 +251,12 @@ func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
 
 // Subprotocol returns the subprotocol chosen in the handshake, or "".
-func (c *Conn) Subprotocol() string { return c.subp }
+func (c *Conn) Subprotocol() string {
+	if x := c.x.Load(); x != nil {
+		return x.subp
+	}
+	return ""
+}
 
 // Deflate returns the permessage-deflate parameters negotiated in the
 // handshake (RFC 7692 §7), or nil when the extension is not in use.
