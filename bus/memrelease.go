@@ -45,7 +45,8 @@ import (
 // debug.FreeOSMemory (a second collection, which frees them, then every free
 // page returned to the OS). The releases take at most 1/releaseShare of one
 // CPU: the next one waits at least releaseShare times the CPU time the last
-// one took (the runtime's GC and scavenger time, runtime/metrics), and at
+// one took (the runtime's GC and scavenger time less its idle mark time,
+// runtimeStats), and at
 // least releaseInterval; a burst that ends sooner is handled when that wait
 // is over. Bursts that keep coming with less than releaseQuiet between them
 // release nothing until they stop. Each release is counted
@@ -180,28 +181,31 @@ func (s *Server) release(burst, handshakes int64) {
 }
 
 // runtimeStats returns the CPU time the runtime has spent in collections
-// and returning memory, in seconds, the heap the last collection marked
+// and returning memory, in seconds, less what its mark workers took from
+// idle processors (/cpu/classes/gc/mark/idle: time nothing else wanted,
+// which on a quiet machine is most of a large collection's), the heap the last collection marked
 // live, and the memory the heap holds: mapped and not returned to the OS
 // (in use or free).
 func runtimeStats() (cpu float64, live, held int64) {
 	sample := []rtmetrics.Sample{
 		{Name: "/cpu/classes/gc/total:cpu-seconds"},
 		{Name: "/cpu/classes/scavenge/total:cpu-seconds"},
+		{Name: "/cpu/classes/gc/mark/idle:cpu-seconds"},
 		{Name: "/gc/heap/live:bytes"},
 		{Name: "/memory/classes/heap/objects:bytes"},
 		{Name: "/memory/classes/heap/unused:bytes"},
 		{Name: "/memory/classes/heap/free:bytes"},
 	}
 	rtmetrics.Read(sample)
-	for _, x := range sample[:2] {
+	for i, x := range sample[:3] {
 		if x.Value.Kind() == rtmetrics.KindFloat64 {
-			cpu += x.Value.Float64()
+			cpu += [3]float64{1, 1, -1}[i] * x.Value.Float64()
 		}
 	}
-	if sample[2].Value.Kind() == rtmetrics.KindUint64 {
-		live = int64(sample[2].Value.Uint64())
+	if sample[3].Value.Kind() == rtmetrics.KindUint64 {
+		live = int64(sample[3].Value.Uint64())
 	}
-	for _, x := range sample[3:] {
+	for _, x := range sample[4:] {
 		if x.Value.Kind() == rtmetrics.KindUint64 {
 			held += int64(x.Value.Uint64())
 		}
