@@ -73,7 +73,7 @@ func (c *session) selectBatch(wb *writeBatch) {
 			continue
 		}
 		if c.windowBits >= 0 {
-			c.s.hub.countCompressed(e, c.windowBits)
+			c.s.hub.countCompressed(e, int(c.windowBits))
 		}
 		wb.pms = append(wb.pms, e.pm)
 		wb.size += e.size

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"runtime"
 	"runtime/debug"
 	rtmetrics "runtime/metrics"
@@ -8,7 +9,8 @@ import (
 	"time"
 )
 
-// Handing a burst's memory back to the operating system (issue 10 item 3).
+// Handing a burst's memory back to the operating system (issue 10 item 3,
+// issue 13).
 //
 // After a burst of large messages every connection is back to its idle size
 // at once (ws, "Memory"), but the process is not: the Go runtime keeps the
@@ -17,59 +19,99 @@ import (
 // forced one, every two minutes), and the pages both free only as fast as
 // its background scavenger returns them. 1 000 connections that had each
 // sent one 683 KiB message kept 38–52 KiB of RSS each instead of 26 for a
-// minute or more.
+// minute or more. A burst of connection setups is the same: each handshake
+// leaves net/http's request, header maps and bufio buffers behind, several
+// times what the idle connection keeps, and 19 000 idle connections held
+// about twice their live heap in RSS.
 //
-// So when the in-flight budget (max_inflight_bytes, ws.Budget) falls to
-// releaseLow after at least releaseMinBurst bytes of messages longer than
-// ws.BudgetFree were charged to it (Budget.OnDrained: the volume counts,
-// not how many were read at once), the bus waits until no such message has
-// started or grown for releaseQuiet (Budget.Charged unchanged, at most
-// releaseLow held: the burst is over), and, if the burst charged at least
-// an eighth of the live heap (so that the collections cost in proportion to
-// what they give back: a heap of many idle connections is not walked for a
-// small burst), runs one collection (it moves the pools to their victim
-// caches) and debug.FreeOSMemory (a second collection, which frees them,
-// then every free page returned to the OS). The releases take at most
-// 1/releaseShare of one CPU: the next one waits at least releaseShare times
-// the CPU time the last one took (the runtime's GC and scavenger time,
-// runtime/metrics), and at least releaseInterval; a burst that ends sooner
-// is handled when that wait is over. Large messages that keep coming with
-// less than releaseQuiet between them release nothing until they stop. Each
-// release is counted (ovbus_memory_releases_total) and logged at debug
-// level. The memory of the fan-out log (max_queue_bytes) is not a trigger:
-// it is left to the runtime.
+// So the bus releases memory after either kind of burst:
+//
+//   - messages: when the in-flight budget (max_inflight_bytes, ws.Budget)
+//     falls to releaseLow after at least releaseMinBurst bytes of messages
+//     longer than ws.BudgetFree were charged to it (Budget.OnDrained: the
+//     volume counts, not how many were read at once);
+//   - handshakes: when at least releaseMinAccepts WebSocket handshakes
+//     (accepted or failed) were made since the last release (noteAccept).
+//
+// The bus then waits until the burst is over: no such message has started
+// or grown (Budget.Charged unchanged, at most releaseLow held) and no
+// handshake was made for releaseQuiet. It releases only when that is worth
+// a collection, whose cost is in proportion to the live heap (a heap of many
+// idle connections is not walked for a small burst): the messages charged at
+// least an eighth of the live heap, or the memory the heap holds (mapped and
+// not returned, runtime/metrics) grew since the last release by
+// releaseMinBurst or an eighth of the live heap. A release is one
+// collection (it moves the pools to their victim caches) and
+// debug.FreeOSMemory (a second collection, which frees them, then every free
+// page returned to the OS). The releases take at most 1/releaseShare of one
+// CPU: the next one waits at least releaseShare times the CPU time the last
+// one took (the runtime's GC and scavenger time less its idle mark time,
+// runtimeStats), and at
+// least releaseInterval; a burst that ends sooner is handled when that wait
+// is over. Bursts that keep coming with less than releaseQuiet between them
+// release nothing until they stop. Each release is counted
+// (ovbus_memory_releases_total) and logged at debug level with what caused
+// it. The memory of the fan-out log (max_queue_bytes) is not a trigger: it
+// is left to the runtime.
 const (
-	releaseMinBurst = 16 << 20
-	releaseLow      = 1 << 20
-	releaseQuiet    = 200 * time.Millisecond
-	releaseInterval = time.Second
-	releaseShare    = 50
+	releaseMinBurst   = 16 << 20
+	releaseMinAccepts = 1024
+	releaseLow        = 1 << 20
+	releaseQuiet      = 200 * time.Millisecond
+	releaseInterval   = time.Second
+	releaseShare      = 50
 )
 
 // memRelease is the state of the releases; the zero value is ready.
 type memRelease struct {
-	pending atomic.Int64 // bytes charged by the bursts not handled yet
-	running atomic.Bool  // a releaser goroutine is on its way
-	last    atomic.Int64 // time of the last release, Unix nanoseconds
-	took    atomic.Int64 // the CPU time it took, nanoseconds
-	count   atomic.Uint64
-	skipped atomic.Uint64 // bursts too small against the live heap
+	pending  atomic.Int64  // bytes charged by the message bursts not handled yet
+	accepts  atomic.Int64  // handshakes since the last release (noteAccept)
+	held     atomic.Int64  // heapHeld after the last release; 0 before the first
+	running  atomic.Bool   // a releaser goroutine is on its way
+	last     atomic.Int64  // time of the last release, Unix nanoseconds
+	took     atomic.Int64  // the CPU time it took, nanoseconds
+	count    atomic.Uint64 // releases
+	skipped  atomic.Uint64 // message bursts too small against the live heap
+	accepted atomic.Uint64 // releases after handshakes (a subset of count)
+
+	// minAccepts and minGrowth replace releaseMinAccepts and releaseMinBurst
+	// for the handshake trigger when not 0 (tests).
+	minAccepts, minGrowth int64
 }
 
 // onDrained is the in-flight budget's hook (ws.Budget.OnDrained): it runs on
 // a reader's goroutine and only starts the releaser.
 func (s *Server) onDrained(charged int64) {
 	s.mem.pending.Add(charged)
+	s.startReleaser()
+}
+
+// noteAccept counts one WebSocket handshake (the upgrade path, serveWS) and
+// starts the releaser once there were enough since the last release.
+func (s *Server) noteAccept() {
+	if s.mem.accepts.Add(1) >= s.mem.acceptsWanted() {
+		s.startReleaser()
+	}
+}
+
+func (s *Server) startReleaser() {
 	if s.mem.running.CompareAndSwap(false, true) {
 		go s.releaseMemory()
 	}
+}
+
+func (m *memRelease) acceptsWanted() int64 { return cmp.Or(m.minAccepts, releaseMinAccepts) }
+
+// due reports whether a burst is waiting to be handled.
+func (m *memRelease) due() bool {
+	return m.pending.Load() > 0 || m.accepts.Load() >= m.acceptsWanted()
 }
 
 // releaseMemory waits for the end of the burst and the rate limit, then
 // releases the memory of the bursts noted meanwhile.
 func (s *Server) releaseMemory() {
 	for {
-		charged := s.inflight.Charged()
+		charged, accepts := s.inflight.Charged(), s.mem.accepts.Load()
 		wait := releaseQuiet
 		if last := s.mem.last.Load(); last != 0 {
 			gap := max(releaseInterval, releaseShare*time.Duration(s.mem.took.Load()))
@@ -83,58 +125,90 @@ func (s *Server) releaseMemory() {
 			s.mem.running.Store(false)
 			return
 		}
-		if s.inflight.Charged() == charged && s.inflight.InUse() <= releaseLow {
-			if burst := s.mem.pending.Swap(0); burst > 0 {
-				s.release(burst)
-			}
-		} else {
+		if s.inflight.Charged() != charged || s.inflight.InUse() > releaseLow || s.mem.accepts.Load() != accepts {
 			// The burst goes on: look again after the next quiet period
-			// (a timer every releaseQuiet while large messages keep
-			// coming, nothing once they stop).
+			// (a timer every releaseQuiet while large messages or
+			// handshakes keep coming, nothing once they stop).
 			continue
 		}
+		burst, handshakes := s.mem.pending.Swap(0), int64(0)
+		if accepts >= s.mem.acceptsWanted() {
+			handshakes = s.mem.accepts.Swap(0)
+		}
+		if burst > 0 || handshakes > 0 {
+			s.release(burst, handshakes)
+		}
 		s.mem.running.Store(false)
-		if s.mem.pending.Load() == 0 || !s.mem.running.CompareAndSwap(false, true) {
+		if !s.mem.due() || !s.mem.running.CompareAndSwap(false, true) {
 			return
 		}
 	}
 }
 
-func (s *Server) release(burst int64) {
-	cpu0, live := runtimeStats()
-	if burst < live/8 {
-		s.mem.skipped.Add(1)
+// release releases memory after burst bytes of large messages and
+// handshakes handshakes, if either is worth a collection.
+func (s *Server) release(burst, handshakes int64) {
+	cpu0, live, held := runtimeStats()
+	why := ""
+	if handshakes > 0 {
+		grown := held - s.mem.held.Load()
+		if grown >= cmp.Or(s.mem.minGrowth, releaseMinBurst) || grown >= live/8 {
+			why = "handshakes"
+			s.mem.accepted.Add(1)
+		}
+	}
+	if burst > 0 {
+		if burst >= live/8 {
+			why = cmp.Or(why, "large messages")
+		} else {
+			s.mem.skipped.Add(1)
+		}
+	}
+	if why == "" {
 		return
 	}
 	start := time.Now()
 	runtime.GC()
 	debug.FreeOSMemory()
 	end := time.Now()
-	cpu1, _ := runtimeStats()
+	cpu1, _, held := runtimeStats()
+	s.mem.held.Store(held)
 	s.mem.took.Store(int64(max(cpu1-cpu0, 0) * float64(time.Second)))
 	s.mem.last.Store(end.UnixNano())
 	s.mem.count.Add(1)
-	s.log.Debug("Returned memory to the OS after a burst of large messages", "burst_bytes", burst,
+	s.log.Debug("Returned memory to the OS after a burst of "+why, "burst_bytes", burst, "handshakes", handshakes,
 		"took", end.Sub(start), "cpu_seconds", cpu1-cpu0)
 }
 
 // runtimeStats returns the CPU time the runtime has spent in collections
-// and returning memory, in seconds, and the heap the last collection marked
-// live.
-func runtimeStats() (cpu float64, live int64) {
+// and returning memory, in seconds, less what its mark workers took from
+// idle processors (/cpu/classes/gc/mark/idle: time nothing else wanted,
+// which on a quiet machine is most of a large collection's), the heap the last collection marked
+// live, and the memory the heap holds: mapped and not returned to the OS
+// (in use or free).
+func runtimeStats() (cpu float64, live, held int64) {
 	sample := []rtmetrics.Sample{
 		{Name: "/cpu/classes/gc/total:cpu-seconds"},
 		{Name: "/cpu/classes/scavenge/total:cpu-seconds"},
+		{Name: "/cpu/classes/gc/mark/idle:cpu-seconds"},
 		{Name: "/gc/heap/live:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/memory/classes/heap/unused:bytes"},
+		{Name: "/memory/classes/heap/free:bytes"},
 	}
 	rtmetrics.Read(sample)
-	for _, x := range sample[:2] {
+	for i, x := range sample[:3] {
 		if x.Value.Kind() == rtmetrics.KindFloat64 {
-			cpu += x.Value.Float64()
+			cpu += [3]float64{1, 1, -1}[i] * x.Value.Float64()
 		}
 	}
-	if sample[2].Value.Kind() == rtmetrics.KindUint64 {
-		live = int64(sample[2].Value.Uint64())
+	if sample[3].Value.Kind() == rtmetrics.KindUint64 {
+		live = int64(sample[3].Value.Uint64())
 	}
-	return cpu, live
+	for _, x := range sample[4:] {
+		if x.Value.Kind() == rtmetrics.KindUint64 {
+			held += int64(x.Value.Uint64())
+		}
+	}
+	return cpu, live, held
 }

@@ -3,6 +3,9 @@ package bus
 import (
 	"bytes"
 	"context"
+	"io"
+	"log/slog"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -44,5 +47,50 @@ func TestMemoryReleasedAfterBurst(t *testing.T) {
 	waitFor(t, "the second release", 60*time.Second, func() bool { return s.mem.count.Load() == 2 })
 	if n := s.mem.skipped.Load(); n != 0 {
 		t.Errorf("%d bursts skipped as too small for the heap", n)
+	}
+}
+
+// TestMemoryReleasedAfterHandshakes: once enough handshakes were made
+// (lowered here from releaseMinAccepts) and then none for releaseQuiet, the
+// bus hands the memory back to the OS, counted in
+// ovbus_memory_releases_total (issue 13); fewer handshakes than that
+// release nothing.
+func TestMemoryReleasedAfterHandshakes(t *testing.T) {
+	const n = 16
+	s, err := New(Options{Addr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Set before Start: the upgrade path reads them.
+	s.mem.minAccepts = n
+	s.mem.minGrowth = math.MinInt64 // whatever the heap did
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	url := "ws://" + s.Addr().String() + s.opts.Route
+	for range n - 1 {
+		dial(t, url, nil)
+	}
+	if got := s.mem.accepts.Load(); got != n-1 {
+		t.Fatalf("%d handshakes counted, want %d", got, n-1)
+	}
+	if s.mem.running.Load() {
+		t.Fatal("a releaser started before the threshold")
+	}
+	dial(t, url, nil)
+	waitFor(t, "the release", 10*time.Second, func() bool { return s.mem.count.Load() == 1 })
+	if s.mem.accepted.Load() != 1 {
+		t.Error("the release is not counted as one after handshakes")
+	}
+	if !strings.Contains(scrape(t, s), "ovbus_memory_releases_total 1") {
+		t.Error("ovbus_memory_releases_total is not 1")
+	}
+	if got := s.mem.accepts.Load(); got != 0 {
+		t.Errorf("%d handshakes left counted after the release", got)
 	}
 }

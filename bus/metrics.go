@@ -79,7 +79,7 @@ func newMetrics(s *Server) *metrics {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "ovbus", Name: "inflight_refused_total",
 			Help: "Messages refused, and their senders closed with 1013, because max_inflight_bytes was taken."}, func() float64 { return float64(s.inflight.Refused()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "ovbus", Name: "memory_releases_total",
-			Help: "Times the bus returned freed memory to the OS after a burst of large messages drained max_inflight_bytes (rate-limited: at most 2 % of the time)."}, func() float64 { return float64(s.mem.count.Load()) }),
+			Help: "Times the bus returned freed memory to the OS after a burst of large messages drained max_inflight_bytes or a burst of handshakes ended (rate-limited: at most 2 % of the time)."}, func() float64 { return float64(s.mem.count.Load()) }),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -130,6 +130,8 @@ func New(opts Options) (*Server, error) {
 	}
 	s.live.Store(newLive(o))
 	s.inflight.OnDrained(releaseMinBurst, releaseLow, s.onDrained)
+	_, _, held := runtimeStats()
+	s.mem.held.Store(held) // what the first handshake burst is measured against
 	s.hub.stallAfter.Store(int64(o.WriteTimeout / 10))
 	s.m = newMetrics(s)
 	s.httpSrv = &http.Server{
@@ -355,6 +357,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		HandshakeTimeout:  o.HandshakeTimeout,
 		CloseTimeout:      closeTimeout,
 	})
+	s.noteAccept()
 	if err != nil {
 		if originRefused {
 			s.m.rejected(rejectOrigin)
@@ -377,7 +380,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		userAgent:  r.Header.Get("User-Agent"),
 		origin:     r.Header.Get("Origin"),
 		token:      tokenName,
-		connected:  time.Now(),
+		connected:  time.Now().UnixNano(),
 		done:       make(chan struct{}),
 	}
 	c.sides.Store(2)
@@ -387,7 +390,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	c.wpend.Store(1)
 	c.f.onWake = c.wake
 	if p := conn.Deflate(); p != nil {
-		c.windowBits = p.ServerMaxWindowBits
+		c.windowBits = int32(p.ServerMaxWindowBits)
 	}
 	c.f.paces = true
 	// Cut while its writer is blocked on a client that reads nothing: the

@@ -32,7 +32,8 @@ func (c *Conn) lingerIfFailed() {
 // peerClosed echoes the peer's close frame (RFC 6455 §5.5.1) and closes the
 // TCP connection.
 func (c *Conn) peerClosed(code StatusCode, reason string) error {
-	c.closeRecvOnce.Do(func() { close(c.closeRecv) })
+	x := c.extra()
+	x.closeRecvOnce.Do(func() { close(x.closeRecv) })
 	c.sendClose(code, "") // 1005 (no status) echoes as an empty close frame
 	c.closeNC()
 	return c.setReadErr(&CloseError{Code: code, Reason: reason})
@@ -63,9 +64,10 @@ func (c *Conn) Close(code StatusCode, reason string) error {
 	} else {
 		// Another goroutine reads; it will see the peer's close or fail.
 		t := time.NewTimer(c.closeTimeout)
+		x := c.extra()
 		select {
-		case <-c.closeRecv:
-		case <-c.readDead:
+		case <-x.closeRecv:
+		case <-x.readDead:
 		case <-t.C:
 		}
 		t.Stop()

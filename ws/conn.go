@@ -1,8 +1,10 @@
 package ws
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"math"
 	"net"
 	"os"
 	"sync"
@@ -51,7 +53,6 @@ const (
 type Conn struct {
 	nc     net.Conn
 	role   Role
-	subp   string
 	params *DeflateParams
 
 	// p is the sans-IO protocol. Its read side (Receive, Next) is used by the
@@ -63,22 +64,15 @@ type Conn struct {
 	// Read side: rmu is held by each read call, so that Close can tell
 	// whether it may read the peer's close frame itself.
 	rmu        sync.Mutex
-	readDead   chan struct{} // closed when the read side has a final error
-	readMin    int           // the least free space to read into (half the read buffer)
-	pending    []byte        // leftover handshake bytes to feed before reading nc
+	readMin    int // the least free space to read into (half the read buffer)
 	activeRead *messageReader
-	readErr    error        // sticky error of the read side
-	onPing     func([]byte) // AcceptOptions.OnPing, DialOptions.OnPing
-	onPong     func([]byte)
+	readErr    error // sticky error of the read side
 	// The message being read whole: what it holds of the Budget (until the
 	// next read call), and NextMessage's buffer with its pool handle.
 	mcharge      charge
 	msg          []byte
 	msgp         *[]byte
-	chunks       [][]byte  // the earlier pieces of a large message (endMessage)
-	chunkps      []*[]byte // their pool handles
-	chunked      int       // their bytes
-	lingerWanted bool      // failRead wrote a close frame: linger, then drop nc
+	lingerWanted bool // failRead wrote a close frame: linger, then drop nc
 	// msgPartial: NextMessage timed out with part of a message in msg.
 	msgPartial bool
 	// trying: TryNextMessage is reading; readNet does not wait.
@@ -92,10 +86,9 @@ type Conn struct {
 	wbuf        []byte
 	wbufp       *[]byte // the pool's handle of wbuf
 	bufs        net.Buffers
-	wv          net.Buffers // what writeBuffers hands to net.Buffers.WriteTo
-	vectored    bool        // nc writes net.Buffers with one writev
-	rio         *rawIO      // raw system calls on a plain socket (rawio_linux.go), or nil
-	writeErr    error       // sticky: a failed or partial write leaves the stream unusable
+	vectored    bool   // nc writes net.Buffers with one writev
+	rio         *rawIO // raw system calls on a plain socket (rawio_linux.go), or nil
+	writeErr    error  // sticky: a failed or partial write leaves the stream unusable
 	ctrlMu      sync.Mutex
 	ctrlQueued  []byte      // control frames (pongs) waiting for the write lock
 	ctrlPending atomic.Bool // ctrlQueued is not empty
@@ -103,16 +96,72 @@ type Conn struct {
 	flushWanted atomic.Bool // the reader is about to wait: write the buffered frames
 	wbufSize    int
 
-	closeSent     atomic.Bool
-	closeRecv     chan struct{}
-	closeRecvOnce sync.Once
-	closeOnce     sync.Once
-	closeTimeout  time.Duration
-	closed        atomic.Bool
-	pongs         chan struct{}
+	closeSent    atomic.Bool
+	closeOnce    sync.Once
+	closeTimeout time.Duration
+	closed       atomic.Bool
 
-	readDeadline  atomic.Pointer[time.Time]
-	writeDeadline atomic.Pointer[time.Time]
+	// The deadlines last set (deadlineNanos), which a read or write with a
+	// context restores when it is over.
+	readDeadline  atomic.Int64
+	writeDeadline atomic.Int64
+
+	// x holds what most connections never use, made when first needed
+	// (extra): an idle connection keeps only the fields above (issue 13).
+	x atomic.Pointer[connExtra]
+}
+
+// connExtra is the part of a Conn that few connections need: callbacks
+// that are rarely set, leftover handshake bytes, the pieces of a large
+// message, the writer's vector for a connection without raw I/O, and the
+// channels that Close and Ping wait on. Each field keeps the owner it had
+// in Conn (the reader, the writer under wmu, or any goroutine for the
+// channels).
+type connExtra struct {
+	subp           string       // the subprotocol chosen in the handshake (fixed)
+	onPing, onPong func([]byte) // AcceptOptions.OnPing, DialOptions.OnPing (reader)
+	pending        []byte       // leftover handshake bytes to feed before reading nc (reader)
+	chunks         [][]byte     // the earlier pieces of a large message (endMessage; reader)
+	chunkps        []*[]byte    // their pool handles
+	chunked        int          // their bytes
+	wv             net.Buffers  // what writeBuffers hands to net.Buffers.WriteTo (writer)
+
+	readDead      chan struct{} // closed when the read side has a final error (setReadErr)
+	closeRecv     chan struct{} // closed when the peer's close frame arrived (peerClosed)
+	closeRecvOnce sync.Once
+	pongs         chan struct{} // a pong arrived (buffer 1): Ping waits on it
+}
+
+// extra returns c.x, making it first if need be. A channel made here after
+// the event it stands for cannot miss it: the event itself closes or fills
+// it through extra.
+func (c *Conn) extra() *connExtra {
+	if x := c.x.Load(); x != nil {
+		return x
+	}
+	x := &connExtra{readDead: make(chan struct{}), closeRecv: make(chan struct{}), pongs: make(chan struct{}, 1)}
+	if c.x.CompareAndSwap(nil, x) {
+		return x
+	}
+	return c.x.Load()
+}
+
+// pendingInput returns the leftover handshake bytes not fed to the
+// Protocol yet; the reader's.
+func (c *Conn) pendingInput() []byte {
+	if x := c.x.Load(); x != nil {
+		return x.pending
+	}
+	return nil
+}
+
+// chunked returns the bytes of the pieces of the large message being read
+// (connExtra.chunks); the reader's.
+func (c *Conn) chunked() int {
+	if x := c.x.Load(); x != nil {
+		return x.chunked
+	}
+	return 0
 }
 
 type connConfig struct {
@@ -143,7 +192,6 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 	c := &Conn{
 		nc:     nc,
 		role:   cfg.role,
-		subp:   cfg.subprotocol,
 		params: cfg.params,
 		p: NewProtocol(Config{
 			Role:           cfg.role,
@@ -156,16 +204,15 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 		}),
 		readMin:      max(cfg.readBufferSize/2, 1),
 		wbufSize:     cfg.writeBufferSize,
-		closeRecv:    make(chan struct{}),
-		readDead:     make(chan struct{}),
 		closeTimeout: cfg.closeTimeout,
-		onPing:       cfg.onPing,
-		onPong:       cfg.onPong,
-		pongs:        make(chan struct{}, 1),
 	}
 	c.mcharge.b = cfg.budget
-	if len(cfg.leftover) > 0 {
-		c.pending = append([]byte(nil), cfg.leftover...)
+	if cfg.subprotocol != "" || cfg.onPing != nil || cfg.onPong != nil || len(cfg.leftover) > 0 {
+		x := c.extra()
+		x.subp, x.onPing, x.onPong = cfg.subprotocol, cfg.onPing, cfg.onPong
+		if len(cfg.leftover) > 0 {
+			x.pending = append([]byte(nil), cfg.leftover...)
+		}
 	}
 	switch nc.(type) {
 	case *net.TCPConn, *net.UnixConn:
@@ -173,15 +220,24 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 	}
 	c.rio = newRawIO(nc)
 	if c.rio != nil {
-		c.rio.idle = c.p.ReleaseReadBuffer
-		c.rio.refill = c.refillReadBuffer
+		c.rio.hooks = c
 	}
 	return c
 }
 
-// refillReadBuffer is what a raw read waiting without a buffer reads into
-// once the socket is readable.
-func (c *Conn) refillReadBuffer() []byte { return c.p.ReadBuffer(c.readMin) }
+// bufferHooks is how a raw read (rawIO.readIdle) waits without a buffer:
+// idleBuffer gives the read buffer back while the socket has nothing to
+// read (it reports whether it did), refillBuffer returns the one to read
+// into once it has. A Conn implements them on its Protocol's receive
+// buffer; an interface, unlike two method values, costs no allocation.
+type bufferHooks interface {
+	idleBuffer() bool
+	refillBuffer() []byte
+}
+
+func (c *Conn) idleBuffer() bool { return c.p.ReleaseReadBuffer() }
+
+func (c *Conn) refillBuffer() []byte { return c.p.ReadBuffer(c.readMin) }
 
 // NetConn returns the underlying connection. Reading from or writing to it
 // directly corrupts the WebSocket stream; it is meant for addresses, socket
@@ -195,7 +251,12 @@ func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
 
 // Subprotocol returns the subprotocol chosen in the handshake, or "".
-func (c *Conn) Subprotocol() string { return c.subp }
+func (c *Conn) Subprotocol() string {
+	if x := c.x.Load(); x != nil {
+		return x.subp
+	}
+	return ""
+}
 
 // Deflate returns the permessage-deflate parameters negotiated in the
 // handshake (RFC 7692 §7), or nil when the extension is not in use.
@@ -212,7 +273,7 @@ func (c *Conn) Compressed() bool { return c.params != nil }
 // an error for which os.IsTimeout is true and leaves the connection intact: a
 // later read continues where the stream stopped.
 func (c *Conn) SetReadDeadline(t time.Time) error {
-	c.readDeadline.Store(&t)
+	c.readDeadline.Store(deadlineNanos(t))
 	return c.nc.SetReadDeadline(t)
 }
 
@@ -220,7 +281,7 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 // times out part way through a frame leaves the stream unusable, so every
 // later write fails with the same error.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
-	c.writeDeadline.Store(&t)
+	c.writeDeadline.Store(deadlineNanos(t))
 	return c.nc.SetWriteDeadline(t)
 }
 
@@ -251,7 +312,31 @@ func (c *Conn) watchWrite(ctx context.Context) (func(error) error, error) {
 
 func noop(err error) error { return err }
 
-func watch(ctx context.Context, set func(time.Time) error, user *atomic.Pointer[time.Time]) (func(error) error, error) {
+// deadlineNanos is t as Unix nanoseconds, without an allocation per setter
+// call: 0 is no deadline (the zero time), and a time outside what UnixNano
+// holds (before 1678 or after 2262) becomes the nearest one it holds,
+// which changes no deadline's effect. deadlineTime undoes it.
+func deadlineNanos(t time.Time) int64 {
+	const limit = math.MaxInt64/int64(time.Second) - 1
+	switch s := t.Unix(); {
+	case t.IsZero():
+		return 0
+	case s > limit:
+		return math.MaxInt64
+	case s < -limit:
+		return math.MinInt64
+	}
+	return cmp.Or(t.UnixNano(), 1) // 0 is taken
+}
+
+func deadlineTime(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+func watch(ctx context.Context, set func(time.Time) error, user *atomic.Int64) (func(error) error, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -275,11 +360,7 @@ func watch(ctx context.Context, set func(time.Time) error, user *atomic.Pointer[
 		mu.Lock()
 		done = true
 		mu.Unlock()
-		restore := time.Time{}
-		if t := user.Load(); t != nil {
-			restore = *t
-		}
-		set(restore)
+		set(deadlineTime(user.Load()))
 		if err != nil && isTimeout(err) {
 			if cerr := ctx.Err(); cerr != nil {
 				return cerr

@@ -31,22 +31,39 @@ type rawIO struct {
 	rbuf   []byte
 	rn     int
 	rerrno syscall.Errno
+	// readFn is r.readAny, made once (a method value is an allocation):
+	// tryOnce when trying, else readOnce. Likewise writeFn is r.writeAny:
+	// writevOnce when vec, else writeOnce.
 	readFn func(fd uintptr) bool
-	tryFn  func(fd uintptr) bool
+	trying bool
 	again  bool // tryOnce found nothing to read
-	// For readIdle: idle gives the read buffer back while the socket has
-	// nothing to read, refill takes one again once it has.
+	// For readIdle: hooks.idleBuffer gives the read buffer back while the
+	// socket has nothing to read, hooks.refillBuffer takes one again once
+	// it has.
 	idling bool
-	idle   func() bool
-	refill func() []byte
+	hooks  bufferHooks
 
-	wbuf     []byte
-	iov      []syscall.Iovec // writev's vector; left is what is still to go
-	left     []syscall.Iovec
-	werrno   syscall.Errno
-	nb       net.Buffers // for writes too large for a raw call
-	writeFn  func(fd uintptr) bool
-	writevFn func(fd uintptr) bool
+	wbuf    []byte
+	iov     []syscall.Iovec // writev's vector; left is what is still to go
+	left    []syscall.Iovec
+	werrno  syscall.Errno
+	nb      net.Buffers // for writes too large for a raw call
+	writeFn func(fd uintptr) bool
+	vec     bool
+}
+
+func (r *rawIO) readAny(fd uintptr) bool {
+	if r.trying {
+		return r.tryOnce(fd)
+	}
+	return r.readOnce(fd)
+}
+
+func (r *rawIO) writeAny(fd uintptr) bool {
+	if r.vec {
+		return r.writevOnce(fd)
+	}
+	return r.writeOnce(fd)
 }
 
 // newRawIO returns a rawIO for nc, or nil when nc is not a plain socket.
@@ -65,7 +82,7 @@ func newRawIO(nc net.Conn) *rawIO {
 		return nil
 	}
 	r := &rawIO{rc: rc, nc: nc}
-	r.readFn, r.tryFn, r.writeFn, r.writevFn = r.readOnce, r.tryOnce, r.writeOnce, r.writevOnce
+	r.readFn, r.writeFn = r.readAny, r.writeAny
 	return r
 }
 
@@ -94,12 +111,12 @@ const (
 
 func (r *rawIO) readOnce(fd uintptr) bool {
 	if r.rbuf == nil {
-		b := r.refill() // readable again after idle
+		b := r.hooks.refillBuffer() // readable again after idle
 		r.rbuf = b[:min(len(b), maxRawRead)]
 	}
 	n, e := r.rawRead(fd)
 	if e == syscall.EAGAIN {
-		if r.idling && r.idle() {
+		if r.idling && r.hooks.idleBuffer() {
 			r.rbuf, r.idling = nil, false
 		}
 		return false // wait until readable
@@ -122,7 +139,7 @@ func (r *rawIO) rawRead(fd uintptr) (int, syscall.Errno) {
 func (r *rawIO) tryOnce(fd uintptr) bool {
 	n, e := r.rawRead(fd)
 	if e == syscall.EAGAIN {
-		if r.idling && r.idle() {
+		if r.idling && r.hooks.idleBuffer() {
 			r.rbuf = nil
 		}
 		r.again = true
@@ -141,7 +158,9 @@ func (r *rawIO) tryRead(b []byte, idle bool) (int, error) {
 		return 0, nil
 	}
 	r.rbuf, r.rn, r.rerrno, r.idling, r.again = b[:min(len(b), maxRawRead)], 0, 0, idle, false
-	err := r.rc.Read(r.tryFn)
+	r.trying = true
+	err := r.rc.Read(r.readFn)
+	r.trying = false
 	r.rbuf, r.idling = nil, false
 	switch {
 	case err != nil:
@@ -208,6 +227,7 @@ func (r *rawIO) write(b []byte) error {
 		return err
 	}
 	r.wbuf, r.werrno = b, 0
+	r.vec = false
 	err := r.rc.Write(r.writeFn)
 	r.wbuf = nil
 	if err != nil {
@@ -273,7 +293,8 @@ func (r *rawIO) writeBuffers(bufs [][]byte) error {
 	r.iov, r.left, r.werrno = iov, iov, 0
 	var err error
 	if len(iov) > 0 {
-		err = r.rc.Write(r.writevFn)
+		r.vec = true
+		err = r.rc.Write(r.writeFn)
 	}
 	clear(r.iov) // let the buffers go
 	r.left = nil

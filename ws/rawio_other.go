@@ -7,8 +7,7 @@ import "net"
 // rawIO is the raw-system-call path of rawio_linux.go; elsewhere a Conn
 // uses net.Conn's Read and Write.
 type rawIO struct {
-	idle   func() bool
-	refill func() []byte
+	hooks bufferHooks
 }
 
 func newRawIO(net.Conn) *rawIO { return nil }

@@ -144,7 +144,7 @@ func (c *Conn) readInto(buf []byte, owned bool) (Opcode, []byte, error) {
 		start = 0 // a message continued after a timeout counts whole
 	}
 	for {
-		if want := c.p.PayloadWanted(); want >= directReadMin && c.readErr == nil && len(c.pending) == 0 {
+		if want := c.p.PayloadWanted(); want >= directReadMin && c.readErr == nil && len(c.pendingInput()) == 0 {
 			// The rest of a large frame: read it straight into buf, so
 			// that its bytes are copied once, by the read system call.
 			if cap(buf)-len(buf) < directReadMin {
@@ -163,7 +163,7 @@ func (c *Conn) readInto(buf []byte, owned bool) (Opcode, []byte, error) {
 					return 0, buf, c.failMessage(perr)
 				}
 				buf = buf[:len(buf)+n]
-				if !c.chargeMessage(c.chunked + len(buf) - start) {
+				if !c.chargeMessage(c.chunked() + len(buf) - start) {
 					return 0, buf, c.failBusy()
 				}
 				if ev.Fin {
@@ -183,7 +183,7 @@ func (c *Conn) readInto(buf []byte, owned bool) (Opcode, []byte, error) {
 			return 0, buf, err
 		}
 		if n := len(ev.Payload); n > 0 {
-			if !c.chargeMessage(c.chunked + len(buf) + n - start) {
+			if !c.chargeMessage(c.chunked() + len(buf) + n - start) {
 				return 0, buf, c.failBusy()
 			}
 			if cap(buf)-len(buf) < n {
@@ -220,9 +220,10 @@ func (c *Conn) releaseUnlessWouldBlock(err error) {
 // nextChunk puts the full piece buf aside and returns a new, empty one.
 func (c *Conn) nextChunk(buf []byte) []byte {
 	if len(buf) > 0 {
-		c.chunks = append(c.chunks, buf)
-		c.chunkps = append(c.chunkps, c.msgp)
-		c.chunked += len(buf)
+		x := c.extra()
+		x.chunks = append(x.chunks, buf)
+		x.chunkps = append(x.chunkps, c.msgp)
+		x.chunked += len(buf)
 	} else {
 		putBuf(c.msgp, buf)
 	}
@@ -235,15 +236,16 @@ func (c *Conn) nextChunk(buf []byte) []byte {
 // pieces are copied into one buffer, charged twice for the moment of the
 // copy.
 func (c *Conn) endMessage(op Opcode, tail []byte) (Opcode, []byte, error) {
-	if len(c.chunks) == 0 {
+	x := c.x.Load()
+	if x == nil || len(x.chunks) == 0 {
 		return op, tail, nil
 	}
-	total := c.chunked + len(tail)
+	total := x.chunked + len(tail)
 	if !c.chargeMessage(2 * total) {
 		return 0, tail, c.failBusy()
 	}
 	out := make([]byte, 0, total)
-	for _, ch := range c.chunks {
+	for _, ch := range x.chunks {
 		out = append(out, ch...)
 	}
 	out = append(out, tail...)
@@ -256,12 +258,16 @@ func (c *Conn) endMessage(op Opcode, tail []byte) (Opcode, []byte, error) {
 
 // dropChunks returns the pieces put aside to the pool.
 func (c *Conn) dropChunks() {
-	for i, ch := range c.chunks {
-		putBuf(c.chunkps[i], ch)
+	x := c.x.Load()
+	if x == nil {
+		return
 	}
-	clear(c.chunks)
-	clear(c.chunkps)
-	c.chunks, c.chunkps, c.chunked = c.chunks[:0], c.chunkps[:0], 0
+	for i, ch := range x.chunks {
+		putBuf(x.chunkps[i], ch)
+	}
+	clear(x.chunks)
+	clear(x.chunkps)
+	x.chunks, x.chunkps, x.chunked = x.chunks[:0], x.chunkps[:0], 0
 }
 
 // failBusy fails the connection because the Budget refused the message.
@@ -406,9 +412,9 @@ func (c *Conn) nextEvent() (Event, error) {
 		return Event{}, c.readErr
 	}
 	for {
-		if len(c.pending) > 0 {
-			c.p.Receive(c.pending)
-			c.pending = nil
+		if pending := c.pendingInput(); len(pending) > 0 {
+			c.p.Receive(pending)
+			c.x.Load().pending = nil
 		}
 		ev, err := c.p.Next()
 		if err != nil {
@@ -419,17 +425,21 @@ func (c *Conn) nextEvent() (Event, error) {
 			return ev, nil
 		case EventPing:
 			c.queuePong(ev.Payload)
-			if c.onPing != nil {
-				c.onPing(ev.Payload)
+			if x := c.x.Load(); x != nil && x.onPing != nil {
+				x.onPing(ev.Payload)
 			}
 			continue
 		case EventPong:
-			select {
-			case c.pongs <- struct{}{}:
-			default:
-			}
-			if c.onPong != nil {
-				c.onPong(ev.Payload)
+			// Without c.x no Ping has waited (Ping makes it before
+			// it sends its ping), and a stale pong is forgotten anyway.
+			if x := c.x.Load(); x != nil {
+				select {
+				case x.pongs <- struct{}{}:
+				default:
+				}
+				if x.onPong != nil {
+					x.onPong(ev.Payload)
+				}
 			}
 			continue
 		case EventClose:
@@ -490,7 +500,7 @@ func (c *Conn) setReadErr(err error) error {
 	if c.readErr == nil {
 		c.readErr = err
 		c.p.Release() // nothing more is received: a partial message goes
-		close(c.readDead)
+		close(c.extra().readDead)
 	}
 	return err
 }

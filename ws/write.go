@@ -293,9 +293,10 @@ func (c *Conn) writeBuffers(bufs net.Buffers) error {
 	}
 	// WriteTo consumes its receiver: give it a field (a local whose
 	// address is taken would be allocated on every call).
-	c.wv = bufs
-	_, err := c.wv.WriteTo(c.nc)
-	c.wv = nil
+	x := c.extra()
+	x.wv = bufs
+	_, err := x.wv.WriteTo(c.nc)
+	x.wv = nil
 	return err
 }
 
@@ -305,8 +306,9 @@ func (c *Conn) Ping(ctx context.Context, payload []byte) error {
 	if len(payload) > 125 {
 		return errors.New("ws: ping payload longer than 125 bytes")
 	}
-	select { // forget a stale pong
-	case <-c.pongs:
+	x := c.extra() // before the ping goes out: the reader sends on x.pongs
+	select {       // forget a stale pong
+	case <-x.pongs:
 	default:
 	}
 	stop, err := c.watchWrite(ctx)
@@ -331,9 +333,9 @@ func (c *Conn) Ping(ctx context.Context, payload []byte) error {
 		ctx = context.Background()
 	}
 	select {
-	case <-c.pongs:
+	case <-x.pongs:
 		return nil
-	case <-c.closeRecv:
+	case <-x.closeRecv:
 		return ErrClosed
 	case <-ctx.Done():
 		return ctx.Err()
