@@ -25,7 +25,7 @@ func TestMemoryReleasedAfterBurst(t *testing.T) {
 	c := dial(t, url+"?token=tok", nil)
 	msg := []byte(`{"type":"burst.large","data":{"pad":"` + strings.Repeat("x", 1<<20) + `"},"context":{}}`)
 	burst := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		for range releaseMinBurst/(1<<20) + 2 {
 			if err := c.WriteMessage(ctx, ws.OpText, msg); err != nil {
@@ -39,7 +39,7 @@ func TestMemoryReleasedAfterBurst(t *testing.T) {
 		}
 	}
 	burst()
-	waitFor(t, "the first release", 10*time.Second, func() bool { return s.mem.count.Load() == 1 })
+	waitFor(t, "the first release", 60*time.Second, func() bool { return s.mem.count.Load() == 1 })
 	if !strings.Contains(scrape(t, s), "ovbus_memory_releases_total 1") {
 		t.Error("ovbus_memory_releases_total is not 1")
 	}
@@ -83,7 +83,7 @@ func TestMemoryReleasedAfterHandshakes(t *testing.T) {
 		t.Fatal("a releaser started before the threshold")
 	}
 	dial(t, url, nil)
-	waitFor(t, "the release", 10*time.Second, func() bool { return s.mem.count.Load() == 1 })
+	waitFor(t, "the release", 60*time.Second, func() bool { return s.mem.count.Load() == 1 })
 	if s.mem.accepted.Load() != 1 {
 		t.Error("the release is not counted as one after handshakes")
 	}

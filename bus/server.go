@@ -342,6 +342,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if maxSize <= 0 {
 		maxSize = -1 // no limit
 	}
+	// Counted before the answer, so that a client whose handshake has
+	// returned is counted (TestMemoryReleasedAfterHandshakes relies on it).
+	s.noteAccept()
 	originRefused := false
 	conn, err := ws.Accept(w, r, &ws.AcceptOptions{
 		CheckOrigin: func(r *http.Request) bool {
@@ -357,7 +360,6 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		HandshakeTimeout:  o.HandshakeTimeout,
 		CloseTimeout:      closeTimeout,
 	})
-	s.noteAccept()
 	if err != nil {
 		if originRefused {
 			s.m.rejected(rejectOrigin)

@@ -61,7 +61,7 @@ func (b *testBus) stop() {
 // waitClients waits until the bus has n clients in its fan-out.
 func (b *testBus) waitClients(n int) {
 	b.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for b.srv.Clients() != n {
 		if time.Now().After(deadline) {
 			b.t.Fatalf("bus has %d clients, want %d", b.srv.Clients(), n)

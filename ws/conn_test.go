@@ -486,21 +486,23 @@ func TestPreparedFrames(t *testing.T) {
 		msgs = append(msgs, m)
 	}
 	own := strings.Repeat("own message ", 40)
+	// Each handler's outcome, checked by the test once its client has read
+	// everything: the handler runs on after the upgrade, and srv.Close does
+	// not wait for hijacked connections, so it must not report on its own.
+	done := make(chan error, 3)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := Accept(w, r, srvOpts)
 		if err != nil {
+			done <- err
 			return
 		}
 		ctx := context.Background()
-		c.WriteMessage(ctx, TextMessage, []byte(own))
-		if err := c.WritePreparedFrames(ctx, buf); err != nil {
-			t.Error(err)
-		}
-		c.WriteMessage(ctx, TextMessage, []byte(own))
-		if err := c.WritePreparedBatch(ctx, msgs); err != nil {
-			t.Error(err)
-		}
-		c.Close(StatusNormalClosure, "")
+		err = errors.Join(c.WriteMessage(ctx, TextMessage, []byte(own)),
+			c.WritePreparedFrames(ctx, buf),
+			c.WriteMessage(ctx, TextMessage, []byte(own)),
+			c.WritePreparedBatch(ctx, msgs),
+			c.Close(StatusNormalClosure, ""))
+		done <- err
 	}))
 	defer srv.Close()
 	want := append(append(append([]string{own}, payloads...), own), payloads...)
@@ -515,12 +517,35 @@ func TestPreparedFrames(t *testing.T) {
 				t.Fatalf("compress=%v message %d: %q", compress, i, m)
 			}
 		}
+		if _, _, err := c.ReadMessage(context.Background()); !isNormalClose(err) {
+			t.Fatalf("compress=%v: after the messages: %v", compress, err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("compress=%v: server: %v", compress, err)
+		}
 	}
 	// A client must mask its frames: it cannot send prepared ones.
 	cl := dialT(t, "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
 	if err := cl.WritePreparedFrames(context.Background(), buf); err == nil {
 		t.Fatal("a client wrote prepared frames")
 	}
+	for range want {
+		if _, _, err := cl.ReadMessage(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := cl.ReadMessage(context.Background()); !isNormalClose(err) {
+		t.Fatalf("after the messages: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("server: %v", err)
+	}
+}
+
+// isNormalClose reports whether err is the peer's close frame with 1000.
+func isNormalClose(err error) bool {
+	var ce *CloseError
+	return errors.As(err, &ce) && ce.Code == StatusNormalClosure
 }
 
 func TestAdjacent(t *testing.T) {
