@@ -177,7 +177,8 @@ func (c *Conn) readInto(buf []byte, owned bool) (Opcode, []byte, error) {
 			}
 			continue
 		}
-		ev, err := c.nextEvent()
+		var ev Event
+		err := c.nextEvent(&ev)
 		if err != nil {
 			c.releaseUnlessWouldBlock(err)
 			return 0, buf, err
@@ -344,7 +345,8 @@ func (c *Conn) Reader(ctx context.Context) (Opcode, io.Reader, error) {
 		c.lingerIfFailed()
 		return 0, nil, stop(err)
 	}
-	ev, err := c.nextEvent()
+	var ev Event
+	err = c.nextEvent(&ev)
 	if err != nil {
 		c.lingerIfFailed()
 		return 0, nil, stop(err)
@@ -362,7 +364,8 @@ func (c *Conn) finishActiveRead() error {
 	}
 	c.activeRead = nil
 	for !r.eof {
-		ev, err := c.nextEvent()
+		var ev Event
+		err := c.nextEvent(&ev)
 		if err != nil {
 			return err
 		}
@@ -394,7 +397,8 @@ func (r *messageReader) Read(p []byte) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		ev, err := r.c.nextEvent()
+		var ev Event
+		err = r.c.nextEvent(&ev)
 		r.c.lingerIfFailed()
 		if err = stop(err); err != nil {
 			return 0, err
@@ -406,23 +410,23 @@ func (r *messageReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// nextEvent returns the next data event, handling control frames on the way.
-func (c *Conn) nextEvent() (Event, error) {
+// nextEvent stores the next data event in *ev, handling control frames on
+// the way (into *ev too: Protocol.NextInto, an Event is not copied).
+func (c *Conn) nextEvent(ev *Event) error {
 	if c.readErr != nil {
-		return Event{}, c.readErr
+		return c.readErr
 	}
 	for {
 		if pending := c.pendingInput(); len(pending) > 0 {
 			c.p.Receive(pending)
 			c.x.Load().pending = nil
 		}
-		ev, err := c.p.Next()
-		if err != nil {
-			return Event{}, c.failRead(err)
+		if err := c.p.NextInto(ev); err != nil {
+			return c.failRead(err)
 		}
 		switch ev.Kind {
 		case EventMessage:
-			return ev, nil
+			return nil
 		case EventPing:
 			c.queuePong(ev.Payload)
 			if x := c.x.Load(); x != nil && x.onPing != nil {
@@ -443,7 +447,7 @@ func (c *Conn) nextEvent() (Event, error) {
 			}
 			continue
 		case EventClose:
-			return Event{}, c.peerClosed(ev.Code, ev.Reason)
+			return c.peerClosed(ev.Code, ev.Reason)
 		}
 		// EventNone: the protocol needs more bytes. Read them straight
 		// into its buffer, which it gives back while the peer is silent.
@@ -453,7 +457,7 @@ func (c *Conn) nextEvent() (Event, error) {
 			continue
 		}
 		if err != nil {
-			return Event{}, err
+			return err
 		}
 	}
 }
