@@ -29,6 +29,13 @@ import (
 // testServer starts a bus on 127.0.0.1:0 and shuts it down at the end.
 func testServer(t testing.TB, opts Options) (*Server, string) {
 	t.Helper()
+	return testServerSet(t, opts, nil)
+}
+
+// testServerSet is testServer that calls set, if not nil, before Start: for
+// the fields the serving goroutines read without a lock.
+func testServerSet(t testing.TB, opts Options, set func(*Server)) (*Server, string) {
+	t.Helper()
 	opts.Addr = "127.0.0.1:0"
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -36,6 +43,9 @@ func testServer(t testing.TB, opts Options) (*Server, string) {
 	s, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if set != nil {
+		set(s)
 	}
 	if err := s.Start(); err != nil {
 		t.Fatal(err)

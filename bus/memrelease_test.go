@@ -3,8 +3,6 @@ package bus
 import (
 	"bytes"
 	"context"
-	"io"
-	"log/slog"
 	"math"
 	"strings"
 	"testing"
@@ -57,22 +55,11 @@ func TestMemoryReleasedAfterBurst(t *testing.T) {
 // release nothing.
 func TestMemoryReleasedAfterHandshakes(t *testing.T) {
 	const n = 16
-	s, err := New(Options{Addr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Set before Start: the upgrade path reads them.
-	s.mem.minAccepts = n
-	s.mem.minGrowth = math.MinInt64 // whatever the heap did
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
+	s, url := testServerSet(t, Options{}, func(s *Server) {
+		s.mem.minAccepts = n
+		s.mem.minGrowth = math.MinInt64 // whatever the heap did
 	})
-	url := "ws://" + s.Addr().String() + s.opts.Route
 	for range n - 1 {
 		dial(t, url, nil)
 	}
