@@ -5,7 +5,9 @@ package ws
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
+	"reflect"
 	"testing"
 )
 
@@ -25,41 +27,24 @@ func tryFrames(t *testing.T, n, size int) ([]byte, [][]byte) {
 	return frames, payloads
 }
 
-// readFrames reads n messages from the peer end a and compares them with
-// payloads.
+// readFrames reads the frames of payloads from the peer end a (their
+// length is known: PreparedFrameSize) and checks with feed that they are
+// those messages, in order, and nothing else.
 func readFrames(t *testing.T, a net.Conn, payloads [][]byte) {
 	t.Helper()
-	p := NewProtocol(Config{Role: RoleClient, MaxMessageSize: -1, MaxFrameSize: -1})
-	buf := make([]byte, 64<<10)
-	got := 0
-	var cur []byte
-	for got < len(payloads) {
-		n, err := a.Read(buf)
-		if err != nil {
-			t.Fatalf("after %d of %d messages: %v", got, len(payloads), err)
-		}
-		p.Receive(buf[:n])
-		for {
-			ev, err := p.Next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ev.Kind == EventNone {
-				break
-			}
-			if ev.Kind != EventMessage {
-				t.Fatalf("event %v", ev.Kind)
-			}
-			cur = append(cur, ev.Payload...)
-			if !ev.Fin {
-				continue
-			}
-			if got >= len(payloads) || !bytes.Equal(cur, payloads[got]) {
-				t.Fatalf("message %d: %d bytes, not the one sent", got, len(cur))
-			}
-			cur = cur[:0]
-			got++
-		}
+	size := 0
+	want := make([]rec, len(payloads))
+	for i, pl := range payloads {
+		size += PreparedFrameSize(len(pl))
+		want[i] = rec{Kind: EventMessage, Op: OpText, Data: string(pl)}
+	}
+	wire := make([]byte, size)
+	if n, err := io.ReadFull(a, wire); err != nil {
+		t.Fatalf("read %d of %d bytes: %v", n, size, err)
+	}
+	res := feed(t, NewProtocol(Config{Role: RoleClient, MaxMessageSize: -1, MaxFrameSize: -1}), wire, nil)
+	if res.err != nil || !reflect.DeepEqual(res.events, want) {
+		t.Fatalf("%d events (%v), want the %d messages sent", len(res.events), res.err, len(want))
 	}
 }
 
