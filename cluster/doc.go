@@ -102,6 +102,12 @@
 //     this node's clients get them, the others never do. With order
 //     "sender", they stay local too (reason "link_down"). Nothing is queued
 //     for later: a stale "speak" replayed minutes later helps nobody.
+//   - A stream that answers late (its leader busy for a moment, say storing
+//     a 20 MiB frame on a loaded machine) is not a lost link: the link goes
+//     down only after three probes in a row got no answer within two
+//     seconds each (about 6 s); meanwhile frames still go to the stream,
+//     whose confirmations come late. A definite answer (an error, no route
+//     to the others, the connection lost) takes it down at the next probe.
 //   - A reachable external server that cannot carry the cluster is an error
 //     at start: no JetStream with order "total" (enable JetStream or choose
 //     "sender"), a max_payload smaller than max_msg_size (both numbers are

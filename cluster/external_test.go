@@ -2,12 +2,15 @@ package cluster
 
 import (
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ovbus/ovbus/ws"
 )
@@ -112,5 +115,138 @@ func TestExternalLateServer(t *testing.T) {
 	a.send(ws.OpText, msg("a", 1))
 	if got := b.waitN(1, 5*time.Second); got[0].data != msg("a", 1) {
 		t.Errorf("b got %q", got[0].data)
+	}
+}
+
+// A stream that answers late for a moment (its leader busy storing a large
+// frame on a loaded machine) is not a lost link: the node stays up, and its
+// frames keep crossing. One that stays silent takes the link down, and the
+// link comes back with the answers.
+func TestLateAnswerKeepsTheLinkUp(t *testing.T) {
+	s := natsServer(t, 0, nil)
+	p := newStallProxy(t, s.Addr().String())
+	nodes := startNodes(t, []Options{externalOptions("nats://"+p.addr(), "a", OrderTotal)})
+	waitUp(t, nodes, 10*time.Second)
+	n := nodes[0].node
+
+	// Long enough for a probe to go unanswered whenever it starts, shorter
+	// than probeMisses of them in a row.
+	p.stall()
+	for end := time.Now().Add(probeAnswer + 2*probeInterval); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if !n.Up() {
+			d, _ := n.health()
+			t.Fatalf("link down after one late answer: %s", d)
+		}
+	}
+	p.resume()
+	a := dialNode(t, nodes[0])
+	a.send(ws.OpText, msg("a", 0))
+	if got := a.waitN(1, 10*time.Second); got[0].data != msg("a", 0) {
+		t.Errorf("got %q", got[0].data)
+	}
+	if v := testutil.ToFloat64(n.m.dropped.WithLabelValues("out", "link_down")); v != 0 {
+		t.Errorf("link_down drops = %v, want 0", v)
+	}
+
+	p.stall()
+	for deadline := time.Now().Add(30 * time.Second); n.Up(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("link still up with no answer for 30 s")
+		}
+	}
+	if d, _ := n.health(); !strings.Contains(d, "no answer") {
+		t.Errorf("health = %q, want it to say there was no answer", d)
+	}
+	p.resume()
+	waitUp(t, nodes, 20*time.Second)
+}
+
+// stallProxy forwards TCP connections to a server and, while stalled, holds
+// what either side sends (the connection stays open, nothing is lost).
+type stallProxy struct {
+	ln   net.Listener
+	mu   sync.Mutex
+	gate chan struct{} // closed while forwarding
+}
+
+func newStallProxy(t *testing.T, target string) *stallProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stallProxy{ln: ln, gate: make(chan struct{})}
+	close(p.gate)
+	var conns []net.Conn
+	var mu sync.Mutex
+	t.Cleanup(func() {
+		ln.Close()
+		p.resume()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, u)
+			mu.Unlock()
+			go p.pipe(c, u)
+			go p.pipe(u, c)
+		}
+	}()
+	return p
+}
+
+func (p *stallProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *stallProxy) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		k, err := src.Read(buf)
+		if k > 0 {
+			p.mu.Lock()
+			gate := p.gate
+			p.mu.Unlock()
+			<-gate
+			if _, werr := dst.Write(buf[:k]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *stallProxy) stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.gate:
+		p.gate = make(chan struct{})
+	default: // already stalled
+	}
+}
+
+func (p *stallProxy) resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.gate:
+	default:
+		close(p.gate)
 	}
 }

@@ -28,8 +28,18 @@ const (
 	hdrSent   = "Ovbus-Sent"   // when the origin accepted it, Unix nanoseconds
 )
 
-// probeInterval is how often the link is checked.
-const probeInterval = 500 * time.Millisecond
+// probeInterval is how often the link is checked. probeAnswer is how long a
+// probe waits for the stream's answer, and probeMisses how many probes in a
+// row must go unanswered before an up link is taken down: a stream leader
+// busy for a moment (storing a large frame on a loaded machine) is not a
+// lost quorum, and taking the link down sends every frame of the meantime
+// to this node's clients only. A definite answer (an error, no route, the
+// NATS connection lost) takes the link down at once.
+const (
+	probeInterval = 500 * time.Millisecond
+	probeAnswer   = 2 * time.Second
+	probeMisses   = 3
+)
 
 // Node is one ovbus node of a cluster: it carries the frames its bus accepts
 // to the other nodes and publishes theirs into its bus's log.
@@ -56,6 +66,7 @@ type Node struct {
 	closing  atomic.Bool
 	startErr error // a startup check that failed after a late connection
 	checked  bool  // the external server was checked (watch goroutine only)
+	misses   int   // stream probes unanswered in a row (watch goroutine only)
 	// Options.Lead, since the link came up (watch goroutine only): this
 	// node leads or gave up, the requests made, when to look again
 	leadDone  bool
@@ -319,6 +330,7 @@ func (n *Node) probe() {
 	if !n.up.Load() {
 		// ask again once the link is up (Options.Lead)
 		n.leadDone, n.leadTries, n.leadNext = false, 0, time.Time{}
+		n.misses = 0
 	}
 	if !n.nc.IsConnected() {
 		n.setState(false, "not connected to NATS")
@@ -360,14 +372,21 @@ func (n *Node) probe() {
 		n.setState(false, err.Error())
 		return
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, time.Second)
+	ctx, cancel := context.WithTimeout(n.ctx, probeAnswer)
 	defer cancel()
 	// One stream info request (js.Stream asks the stream's leader for it).
 	s, err := n.js.Stream(ctx, n.stream)
 	if err != nil {
+		if unanswered(err) && n.up.Load() && n.ctx.Err() == nil {
+			if n.misses++; n.misses < probeMisses {
+				return // still up: see the next probe
+			}
+		}
+		n.misses = 0
 		n.setState(false, "stream "+n.stream+": "+shortErr(err))
 		return
 	}
+	n.misses = 0
 	d := n.upDetail()
 	if info := s.CachedInfo(); info != nil && info.Cluster != nil && info.Cluster.Leader == n.o.NodeName {
 		d += ", stream leader"
@@ -459,10 +478,16 @@ func (n *Node) upDetail() string {
 func shortErr(err error) string {
 	s := err.Error()
 	s = strings.TrimPrefix(s, "nats: ")
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+	if unanswered(err) {
 		return "no answer (no quorum of nodes?)"
 	}
 	return s
+}
+
+// unanswered reports whether a request failed for want of an answer in
+// time, rather than with one.
+func unanswered(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 }
 
 // lost counts k frames that did not cross (dir "out") or did not reach this
