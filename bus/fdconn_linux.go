@@ -55,8 +55,11 @@ type fdConn struct {
 	rw, ww *fdWaiter
 	sess   *session
 
-	rdl, wdl atomic.Int64 // the deadlines, Unix nanoseconds; 0: none
+	rdl, wdl atomic.Int64 // the deadlines, Unix nanoseconds; 0: none, dlPast: past when set
 }
+
+// dlPast is a deadline already past when it was set.
+const dlPast = -1
 
 const fdClosed = 1 << 63
 
@@ -278,11 +281,14 @@ func (w *fdWaiter) wake() {
 
 // setTimer arms w's timer for deadline dl (0: none); fc.mu is held.
 func (w *fdWaiter) setTimer(dl int64) {
-	if dl == 0 {
+	switch dl {
+	case 0:
 		w.t.Stop()
-		return
+	case dlPast:
+		w.t.Reset(0)
+	default:
+		w.t.Reset(time.Duration(dl - time.Now().UnixNano()))
 	}
-	w.t.Reset(time.Duration(dl - time.Now().UnixNano()))
 }
 
 // wait waits until the poller reports the socket readable (or writable,
@@ -305,6 +311,11 @@ func (fc *fdConn) wait(write bool) error {
 		fdWaiters.Put(w)
 		return net.ErrClosed
 	}
+	if d := dl.Load(); d == dlPast || d != 0 && d <= time.Now().UnixNano() {
+		fc.mu.Unlock()
+		fdWaiters.Put(w)
+		return os.ErrDeadlineExceeded
+	}
 	*slot = w
 	if err := fc.rearm(); err != nil {
 		*slot = nil
@@ -325,14 +336,12 @@ func (fc *fdConn) wait(write bool) error {
 	return nil
 }
 
-// expired reports whether the deadline in dl has passed.
-func expired(dl *atomic.Int64) bool {
-	d := dl.Load()
-	return d != 0 && d <= time.Now().UnixNano()
-}
-
 // rawDo is RawConn's Read (write false) and Write: f with fd until it
-// returns true, waiting for readiness in between.
+// returns true, waiting for readiness in between. A deadline that passed
+// since it was set fails the call only once it would wait (wait): so a
+// call that does not wait reads no clock (a writer of the fan-out makes
+// one such call per batch), and one set in the past (a context's end,
+// ws's watch) fails it at once, as net's does.
 func (fc *fdConn) rawDo(write bool, f func(fd uintptr) bool) error {
 	if !fc.incref() {
 		return net.ErrClosed
@@ -346,7 +355,7 @@ func (fc *fdConn) rawDo(write bool, f func(fd uintptr) bool) error {
 		if fc.isClosed() {
 			return net.ErrClosed
 		}
-		if expired(dl) {
+		if dl.Load() == dlPast {
 			return os.ErrDeadlineExceeded
 		}
 		if f(uintptr(fc.fd)) {
@@ -484,7 +493,10 @@ func (fc *fdConn) SetWriteDeadline(t time.Time) error { fc.setDeadline(true, t);
 func (fc *fdConn) setDeadline(write bool, t time.Time) {
 	var dl int64
 	if !t.IsZero() {
-		dl = max(t.UnixNano(), 1)
+		dl = t.UnixNano()
+		if !t.After(time.Now()) {
+			dl = dlPast
+		}
 	}
 	fc.mu.Lock()
 	w := fc.rw

@@ -153,6 +153,12 @@ func TestFDConnWriteDeadline(t *testing.T) {
 			if !errors.As(err, &ne) || !ne.Timeout() || !errors.Is(err, os.ErrDeadlineExceeded) {
 				t.Fatalf("write: %v, want a timeout", err)
 			}
+			// A deadline set in the past fails even a write that would
+			// not wait (ws's watch ends a call that way).
+			fc.SetWriteDeadline(time.Now().Add(-time.Second))
+			if _, err := fc.Write([]byte("x")); !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("write past its deadline: %v", err)
+			}
 			// The conn is still usable once the deadline is lifted.
 			fc.SetWriteDeadline(time.Time{})
 			go io.Copy(io.Discard, peer)

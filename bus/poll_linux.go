@@ -31,9 +31,9 @@ import (
 // reports at once whatever arrived meanwhile. So one reader at a time runs
 // per session without a lock, and no byte is missed. The event carries the
 // session's token, not its file descriptor, and every epoll_ctl runs inside
-// syscall.RawConn.Control, which keeps the descriptor open: a descriptor
-// closed and reused by another connection is never touched under the old
-// session's name. Closing a socket takes it out of epoll by itself;
+// syscall.RawConn.Control (an fdConn's: under a reference, fdConn.incref),
+// which keeps the descriptor open: a descriptor closed and reused by
+// another connection is never touched under the old session's name. Closing a socket takes it out of epoll by itself;
 // session.readerClosed ends a reader that waited for it.
 //
 // A plain TCP socket leaves the Go runtime's poller at the upgrade: it is
