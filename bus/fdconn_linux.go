@@ -30,6 +30,14 @@ import (
 // (EPOLLOUT), and honour the deadlines and Close. A deadline costs a timer
 // only while someone waits (fdWaiter).
 //
+// Readable comes from the poller's one-shot registration, armed for the
+// session's reader and for a waiting Read (rearm). Writable comes from a
+// second epoll instance (poller.wepfd), where the socket is registered
+// once, edge-triggered, as the runtime's poller does it: a write that
+// waits costs no epoll_ctl. The kernel reports an edge only after a write
+// found the socket full; one that comes while nobody waits is kept
+// (wready) for the next write to wait, which then tries again at once.
+//
 // Every use of fd holds a reference (ref, as internal/poll's fdMutex
 // does): Close marks the conn closed, wakes the waiters and drops the open
 // conn's own reference, and whoever drops the last one closes fd. So a
@@ -52,6 +60,7 @@ type fdConn struct {
 	mu     sync.Mutex
 	armed  uint32
 	reader bool
+	wready bool // writable since the last write waited
 	rw, ww *fdWaiter
 	sess   *session
 
@@ -62,6 +71,9 @@ type fdConn struct {
 const dlPast = -1
 
 const fdClosed = 1 << 63
+
+// epollET is EPOLLET as epoll_event's uint32 (syscall's is negative).
+const epollET = 1 << 31
 
 // handOver is the upgrade's http.ResponseWriter: its Hijack hands a plain
 // TCP socket over to an fdConn, so that ws.Accept makes the Conn on it.
@@ -122,9 +134,14 @@ func newFDConn(tc *net.TCPConn) *fdConn {
 	fc.token = p.add(fc)
 	// Nothing armed: EPOLLHUP and EPOLLERR would be reported anyway, once.
 	ev := syscall.EpollEvent{Events: syscall.EPOLLONESHOT, Fd: int32(fc.token)}
-	if err := syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_ADD, nfd, &ev); err != nil {
+	err = syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_ADD, nfd, &ev)
+	if err == nil {
+		ev.Events = syscall.EPOLLOUT | epollET
+		err = syscall.EpollCtl(p.wepfd, syscall.EPOLL_CTL_ADD, nfd, &ev)
+	}
+	if err != nil {
 		p.forget(fc.token, fc)
-		syscall.Close(nfd)
+		syscall.Close(nfd) // out of both
 		return nil
 	}
 	tc.Close() // its pollDesc and netFD go back; the socket stays open on nfd
@@ -182,15 +199,12 @@ const (
 	fdEndEvents   = syscall.EPOLLHUP | syscall.EPOLLERR
 )
 
-// rearm arms in epoll what the reader and the waiters want and is not
-// armed yet; fc.mu is held.
+// rearm arms in the poller's epoll what the reader and a waiting Read
+// want and is not armed yet; fc.mu is held.
 func (fc *fdConn) rearm() error {
 	var want uint32
 	if fc.reader || fc.rw != nil {
 		want |= fdReadEvents
-	}
-	if fc.ww != nil {
-		want |= fdWriteEvents
 	}
 	if want&^fc.armed == 0 {
 		return nil // armed, or a pending event will arm it again (ready)
@@ -220,9 +234,9 @@ func (fc *fdConn) armReader() error {
 	return fc.rearm()
 }
 
-// ready takes an event of fc's socket (on the poller's loop): it wakes the
-// waiters it concerns and returns the session whose reader is to start, if
-// any; what is still wanted is armed again.
+// ready takes an event of fc's socket from the poller's epoll (on the
+// poller's loop): it wakes the waiters it concerns and returns the session
+// whose reader is to start, if any; what is still wanted is armed again.
 func (fc *fdConn) ready(events uint32) *session {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
@@ -235,11 +249,10 @@ func (fc *fdConn) ready(events uint32) *session {
 			fc.reader, start = false, fc.sess
 		}
 	}
-	if events&(fdWriteEvents|fdEndEvents) != 0 {
-		fc.ww.wake()
-		fc.ww = nil
+	if events&fdEndEvents != 0 {
+		fc.wakeWriter()
 	}
-	if fc.reader || fc.rw != nil || fc.ww != nil {
+	if fc.reader || fc.rw != nil {
 		if err := fc.rearm(); err != nil {
 			// Closed meanwhile (Close woke the waiters), or epoll has
 			// no room: let the reader and the waiters find out.
@@ -252,6 +265,24 @@ func (fc *fdConn) ready(events uint32) *session {
 		}
 	}
 	return start
+}
+
+// writable takes an edge of the write epoll (poller.wepfd): it wakes the
+// waiting write, or keeps the news for the next one.
+func (fc *fdConn) writable() {
+	fc.mu.Lock()
+	fc.wakeWriter()
+	fc.mu.Unlock()
+}
+
+// wakeWriter wakes the waiting write or sets wready; fc.mu is held.
+func (fc *fdConn) wakeWriter() {
+	if fc.ww == nil {
+		fc.wready = true
+		return
+	}
+	fc.ww.wake()
+	fc.ww = nil
 }
 
 // fdWaiter is a Read or Write waiting for its socket, from a pool: a
@@ -316,12 +347,20 @@ func (fc *fdConn) wait(write bool) error {
 		fdWaiters.Put(w)
 		return os.ErrDeadlineExceeded
 	}
-	*slot = w
-	if err := fc.rearm(); err != nil {
-		*slot = nil
+	if write && fc.wready {
+		fc.wready = false // writable since the write that found it full: again
 		fc.mu.Unlock()
 		fdWaiters.Put(w)
-		return err
+		return nil
+	}
+	*slot = w
+	if !write {
+		if err := fc.rearm(); err != nil {
+			*slot = nil
+			fc.mu.Unlock()
+			fdWaiters.Put(w)
+			return err
+		}
 	}
 	w.setTimer(dl.Load())
 	fc.mu.Unlock()

@@ -38,14 +38,19 @@ import (
 //
 // A plain TCP socket leaves the Go runtime's poller at the upgrade: it is
 // an fdConn (fdconn_linux.go), registered here from the hijack on, and the
-// poller also wakes its writer waiting for EPOLLOUT (and a read waiting
-// for EPOLLIN, such as the closing handshake's), arming whatever its
-// reader and its waiters want in one one-shot registration. Where that
+// poller also wakes a read waiting for EPOLLIN (such as the closing
+// handshake's), arming what its reader and that read want in the one
+// one-shot registration, and its writer waiting for EPOLLOUT, through a
+// second epoll instance where the socket is edge-triggered (wepfd). Where that
 // hand-over failed (no descriptor left) the socket stays a *net.TCPConn,
 // registered with both pollers: its writes and their deadlines go through
 // the runtime's.
 type poller struct {
-	epfd  int
+	epfd int
+	// wepfd is the write epoll: every fdConn's socket in it, EPOLLOUT and
+	// edge-triggered (fdConn.writable); it is itself in epfd under the
+	// token 0, level-triggered, so the loop hears of its edges.
+	wepfd int
 	file  *os.File // epfd, for the runtime's poller
 	mu    sync.Mutex
 	conns map[uint32]pollee // by token
@@ -54,6 +59,8 @@ type poller struct {
 	evs   []syscall.EpollEvent
 	ready []pollee
 	evts  []uint32 // ready's events
+	wevs  []syscall.EpollEvent
+	wfcs  []*fdConn
 }
 
 // pollee is what a token stands for: an fdConn, or the session of a
@@ -86,6 +93,14 @@ func getPoller() (*poller, error) {
 		if err == nil {
 			err = syscall.SetNonblock(fd, true)
 		}
+		wfd := -1
+		if err == nil {
+			wfd, err = syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+		}
+		if err == nil {
+			ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: 0} // token 0: never handed out
+			err = syscall.EpollCtl(fd, syscall.EPOLL_CTL_ADD, wfd, &ev)
+		}
 		var rc syscall.RawConn
 		var f *os.File
 		if err == nil {
@@ -93,6 +108,9 @@ func getPoller() (*poller, error) {
 			rc, err = f.SyscallConn()
 		}
 		if err != nil {
+			if wfd >= 0 {
+				syscall.Close(wfd)
+			}
 			if f != nil {
 				f.Close()
 			} else if fd >= 0 {
@@ -101,7 +119,7 @@ func getPoller() (*poller, error) {
 			pollerErr = err
 			return
 		}
-		thePoller = &poller{epfd: fd, file: f, conns: make(map[uint32]pollee), evs: make([]syscall.EpollEvent, 256)}
+		thePoller = &poller{epfd: fd, wepfd: wfd, file: f, conns: make(map[uint32]pollee), evs: make([]syscall.EpollEvent, 256), wevs: make([]syscall.EpollEvent, 256)}
 		go thePoller.loop(rc)
 	})
 	return thePoller, pollerErr
@@ -235,6 +253,10 @@ func (p *poller) loop(rc syscall.RawConn) {
 func (p *poller) dispatch(evs []syscall.EpollEvent) *session {
 	p.mu.Lock()
 	for _, ev := range evs {
+		if ev.Fd == 0 {
+			p.writables()
+			continue
+		}
 		// A token whose socket is gone (an event of a socket being
 		// closed) finds nothing; one handed out again meanwhile wakes a
 		// waiter or starts a reader that finds nothing to do and waits
@@ -257,5 +279,34 @@ func (p *poller) dispatch(evs []syscall.EpollEvent) *session {
 		p.ready[i] = nil
 	}
 	p.ready, p.evts = p.ready[:0], p.evts[:0]
+	for i, fc := range p.wfcs {
+		fc.writable()
+		p.wfcs[i] = nil
+	}
+	p.wfcs = p.wfcs[:0]
 	return mine
+}
+
+// writables takes the edges the write epoll holds, for dispatch to hand on
+// (wfcs); p.mu is held.
+func (p *poller) writables() {
+	for {
+		n, err := syscall.EpollWait(p.wepfd, p.wevs, 0)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			panic("bus: epoll_wait: " + err.Error()) // the epoll fd is ours: cannot happen
+		}
+		for _, ev := range p.wevs[:n] {
+			// A token handed out again meanwhile wakes a write that
+			// tries again and waits again.
+			if fc, ok := p.conns[uint32(ev.Fd)].(*fdConn); ok {
+				p.wfcs = append(p.wfcs, fc)
+			}
+		}
+		if n < len(p.wevs) {
+			return
+		}
+	}
 }
