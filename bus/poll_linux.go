@@ -31,24 +31,45 @@ import (
 // reports at once whatever arrived meanwhile. So one reader at a time runs
 // per session without a lock, and no byte is missed. The event carries the
 // session's token, not its file descriptor, and every epoll_ctl runs inside
-// syscall.RawConn.Control, which keeps the descriptor open: a descriptor
-// closed and reused by another connection is never touched under the old
-// session's name. Closing a socket takes it out of epoll by itself;
+// syscall.RawConn.Control (an fdConn's: under a reference, fdConn.incref),
+// which keeps the descriptor open: a descriptor closed and reused by
+// another connection is never touched under the old session's name. Closing a socket takes it out of epoll by itself;
 // session.readerClosed ends a reader that waited for it.
 //
-// The sockets stay registered with the Go runtime's poller too, which the
-// writers need: writes (and their deadlines) go through the *net.TCPConn as
-// on every other path.
+// A plain TCP socket leaves the Go runtime's poller at the upgrade: it is
+// an fdConn (fdconn_linux.go), registered here from the hijack on, and the
+// poller also wakes a read waiting for EPOLLIN (such as the closing
+// handshake's), arming what its reader and that read want in the one
+// one-shot registration, and its writer waiting for EPOLLOUT, through a
+// second epoll instance where the socket is edge-triggered (wepfd). Where that
+// hand-over failed (no descriptor left) the socket stays a *net.TCPConn,
+// registered with both pollers: its writes and their deadlines go through
+// the runtime's.
 type poller struct {
-	epfd  int
+	epfd int
+	// wepfd is the write epoll: every fdConn's socket in it, EPOLLOUT and
+	// edge-triggered (fdConn.writable); it is itself in epfd under the
+	// token 0, level-triggered, so the loop hears of its edges.
+	wepfd int
 	file  *os.File // epfd, for the runtime's poller
 	mu    sync.Mutex
-	conns map[uint32]*session // by token
-	next  uint32              // the last token handed out
+	conns map[uint32]pollee // by token
+	next  uint32            // the last token handed out
 	// The waiting loop's scratch.
 	evs   []syscall.EpollEvent
-	ready []*session
+	ready []pollee
+	evts  []uint32 // ready's events
+	wevs  []syscall.EpollEvent
+	wfcs  []*fdConn
 }
+
+// pollee is what a token stands for: an fdConn, or the session of a
+// socket the runtime's poller keeps (whose events are all for its reader).
+type pollee interface {
+	ready(events uint32) *session
+}
+
+func (c *session) ready(uint32) *session { return c }
 
 // pollEvents arms a socket: readable, or the peer shut down or reset
 // (EPOLLHUP and EPOLLERR are reported always), once.
@@ -72,6 +93,14 @@ func getPoller() (*poller, error) {
 		if err == nil {
 			err = syscall.SetNonblock(fd, true)
 		}
+		wfd := -1
+		if err == nil {
+			wfd, err = syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+		}
+		if err == nil {
+			ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: 0} // token 0: never handed out
+			err = syscall.EpollCtl(fd, syscall.EPOLL_CTL_ADD, wfd, &ev)
+		}
 		var rc syscall.RawConn
 		var f *os.File
 		if err == nil {
@@ -79,6 +108,9 @@ func getPoller() (*poller, error) {
 			rc, err = f.SyscallConn()
 		}
 		if err != nil {
+			if wfd >= 0 {
+				syscall.Close(wfd)
+			}
 			if f != nil {
 				f.Close()
 			} else if fd >= 0 {
@@ -87,7 +119,7 @@ func getPoller() (*poller, error) {
 			pollerErr = err
 			return
 		}
-		thePoller = &poller{epfd: fd, file: f, conns: make(map[uint32]*session), evs: make([]syscall.EpollEvent, 256)}
+		thePoller = &poller{epfd: fd, wepfd: wfd, file: f, conns: make(map[uint32]pollee), evs: make([]syscall.EpollEvent, 256), wevs: make([]syscall.EpollEvent, 256)}
 		go thePoller.loop(rc)
 	})
 	return thePoller, pollerErr
@@ -99,6 +131,14 @@ func getPoller() (*poller, error) {
 func (s *Server) poll(c *session) bool {
 	if pollDisabled || !c.conn.CanTryRead() {
 		return false
+	}
+	if fc, ok := c.conn.NetConn().(*fdConn); ok {
+		fc.mu.Lock()
+		fc.sess = c
+		fc.mu.Unlock()
+		c.rc = (*fdRaw)(fc)
+		c.polled.Store(true)
+		return true
 	}
 	sc, ok := c.conn.NetConn().(syscall.Conn)
 	if !ok {
@@ -114,18 +154,9 @@ func (s *Server) poll(c *session) bool {
 		return false
 	}
 	c.rc = rc
-	p.mu.Lock()
-	for {
-		p.next++
-		if _, used := p.conns[p.next]; !used && p.next != 0 {
-			break
-		}
-	}
-	c.ptoken = p.next
-	p.conns[c.ptoken] = c
-	p.mu.Unlock()
+	c.ptoken = p.add(c)
 	if err := p.ctl(c, syscall.EPOLL_CTL_ADD); err != nil {
-		p.remove(c)
+		p.forget(c.ptoken, c)
 		return false
 	}
 	c.polled.Store(true)
@@ -135,20 +166,39 @@ func (s *Server) poll(c *session) bool {
 // arm asks the poller for the next readable event of c's socket; it fails
 // once the socket is closed.
 func (s *Server) arm(c *session) error {
+	if fr, ok := c.rc.(*fdRaw); ok {
+		return (*fdConn)(fr).armReader()
+	}
 	return thePoller.ctl(c, syscall.EPOLL_CTL_MOD) // made by poll
 }
 
-// unpoll forgets c (its socket is closed, which took it out of epoll).
+// unpoll forgets c (its socket is closed, which took it out of epoll; an
+// fdConn forgets itself as it closes).
 func (s *Server) unpoll(c *session) {
-	if c.polled.Load() {
-		thePoller.remove(c)
+	if c.polled.Load() && c.ptoken != 0 {
+		thePoller.forget(c.ptoken, c)
 	}
 }
 
-func (p *poller) remove(c *session) {
+// add hands out a token for x.
+func (p *poller) add(x pollee) uint32 {
 	p.mu.Lock()
-	if p.conns[c.ptoken] == c {
-		delete(p.conns, c.ptoken)
+	defer p.mu.Unlock()
+	for {
+		p.next++
+		if _, used := p.conns[p.next]; !used && p.next != 0 {
+			break
+		}
+	}
+	p.conns[p.next] = x
+	return p.next
+}
+
+// forget takes token out unless it was handed out again.
+func (p *poller) forget(token uint32, x pollee) {
+	p.mu.Lock()
+	if p.conns[token] == x {
+		delete(p.conns, token)
 	}
 	p.mu.Unlock()
 }
@@ -197,22 +247,30 @@ func (p *poller) loop(rc syscall.RawConn) {
 	mine.readReady()
 }
 
-// dispatch starts the readers of the sessions whose sockets evs report but
-// one, which it returns (nil if none is to be started).
+// dispatch wakes the waiters evs concern and starts the readers of the
+// sessions whose sockets evs report but one, which it returns (nil if none
+// is to be started).
 func (p *poller) dispatch(evs []syscall.EpollEvent) *session {
 	p.mu.Lock()
 	for _, ev := range evs {
-		// A token whose session is gone (an event of a socket being
-		// closed) finds nothing; one handed out again meanwhile starts a
-		// reader that finds nothing to read and arms again.
-		if c := p.conns[uint32(ev.Fd)]; c != nil {
-			p.ready = append(p.ready, c)
+		if ev.Fd == 0 {
+			p.writables()
+			continue
+		}
+		// A token whose socket is gone (an event of a socket being
+		// closed) finds nothing; one handed out again meanwhile wakes a
+		// waiter or starts a reader that finds nothing to do and waits
+		// or arms again.
+		if x := p.conns[uint32(ev.Fd)]; x != nil {
+			p.ready = append(p.ready, x)
+			p.evts = append(p.evts, ev.Events)
 		}
 	}
 	p.mu.Unlock()
 	var mine *session
-	for i, c := range p.ready {
-		if c.rstate.CompareAndSwap(readArmed, readRunning) {
+	for i, x := range p.ready {
+		c := x.ready(p.evts[i])
+		if c != nil && c.rstate.CompareAndSwap(readArmed, readRunning) {
 			if mine != nil {
 				go mine.readReady()
 			}
@@ -220,6 +278,35 @@ func (p *poller) dispatch(evs []syscall.EpollEvent) *session {
 		}
 		p.ready[i] = nil
 	}
-	p.ready = p.ready[:0]
+	p.ready, p.evts = p.ready[:0], p.evts[:0]
+	for i, fc := range p.wfcs {
+		fc.writable()
+		p.wfcs[i] = nil
+	}
+	p.wfcs = p.wfcs[:0]
 	return mine
+}
+
+// writables takes the edges the write epoll holds, for dispatch to hand on
+// (wfcs); p.mu is held.
+func (p *poller) writables() {
+	for {
+		n, err := syscall.EpollWait(p.wepfd, p.wevs, 0)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			panic("bus: epoll_wait: " + err.Error()) // the epoll fd is ours: cannot happen
+		}
+		for _, ev := range p.wevs[:n] {
+			// A token handed out again meanwhile wakes a write that
+			// tries again and waits again.
+			if fc, ok := p.conns[uint32(ev.Fd)].(*fdConn); ok {
+				p.wfcs = append(p.wfcs, fc)
+			}
+		}
+		if n < len(p.wevs) {
+			return
+		}
+	}
 }

@@ -346,7 +346,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	// returned is counted (TestMemoryReleasedAfterHandshakes relies on it).
 	s.noteAccept()
 	originRefused := false
-	conn, err := ws.Accept(w, r, &ws.AcceptOptions{
+	// On the poll path the socket leaves Go's runtime poller as ws hijacks
+	// it (handOverWriter, fdconn_linux.go).
+	conn, err := ws.Accept(handOverWriter(w), r, &ws.AcceptOptions{
 		CheckOrigin: func(r *http.Request) bool {
 			ok := o.originAllowed(r.Header.Get("Origin"))
 			originRefused = !ok
@@ -447,7 +449,8 @@ func setSendBuffer(nc net.Conn, n int64) {
 	if tc, ok := nc.(*tls.Conn); ok {
 		nc = tc.NetConn()
 	}
-	if tc, ok := nc.(*net.TCPConn); ok && n > 0 {
+	// A *net.TCPConn, or the bus's own socket (fdConn).
+	if tc, ok := nc.(interface{ SetWriteBuffer(int) error }); ok && n > 0 {
 		tc.SetWriteBuffer(int(n))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -214,15 +215,35 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 			x.pending = append([]byte(nil), cfg.leftover...)
 		}
 	}
-	switch nc.(type) {
-	case *net.TCPConn, *net.UnixConn:
-		c.vectored = true
-	}
+	c.vectored = rawSocket(nc)
 	c.rio = newRawIO(nc)
 	if c.rio != nil {
 		c.rio.hooks = c
 	}
 	return c
+}
+
+// rawSocket reports whether nc is a socket the Conn may write with one
+// writev and, on Linux, read and write with raw system calls through its
+// syscall.RawConn (rawio_linux.go): a *net.TCPConn or *net.UnixConn, or a
+// net.Conn of another package that says so with a method RawSocket() bool
+// returning true (the bus's own sockets, taken out of the runtime's poller).
+// Such a conn's SyscallConn must behave like net's: Read and Write call f
+// with the descriptor until it returns true, waiting for readiness and
+// honouring the deadlines in between, and its Read and Write are the
+// socket's own. (A type that merely embeds a *net.TCPConn has SyscallConn
+// too, but its Read may be its own: it is not taken for a socket.)
+func rawSocket(nc net.Conn) bool {
+	switch c := nc.(type) {
+	case *net.TCPConn, *net.UnixConn:
+		return true
+	case interface {
+		syscall.Conn
+		RawSocket() bool
+	}:
+		return c.RawSocket()
+	}
+	return false
 }
 
 // bufferHooks is how a raw read (rawIO.readIdle) waits without a buffer:

@@ -68,16 +68,10 @@ func (r *rawIO) writeAny(fd uintptr) bool {
 
 // newRawIO returns a rawIO for nc, or nil when nc is not a plain socket.
 func newRawIO(nc net.Conn) *rawIO {
-	var sc syscall.Conn
-	switch c := nc.(type) {
-	case *net.TCPConn:
-		sc = c
-	case *net.UnixConn:
-		sc = c
-	default:
+	if !rawSocket(nc) {
 		return nil
 	}
-	rc, err := sc.SyscallConn()
+	rc, err := nc.(syscall.Conn).SyscallConn()
 	if err != nil {
 		return nil
 	}
