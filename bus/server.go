@@ -372,33 +372,27 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	setSendBuffer(conn.NetConn(), o.SendBuffer)
 	c := &session{
-		s:     s,
-		conn:  conn,
-		perms: perms,
-		// No wake channel: the hub starts the writer (onWake, below).
-		f:          &follower{h: s.hub, idx: -1, sleepIdx: -1},
+		s:          s,
+		conn:       conn,
+		perms:      perms,
 		windowBits: -1,
 		remote:     r.RemoteAddr,
 		userAgent:  r.Header.Get("User-Agent"),
 		origin:     r.Header.Get("Origin"),
 		token:      tokenName,
 		connected:  time.Now().UnixNano(),
-		done:       make(chan struct{}),
 	}
+	// No wake channel: the hub starts the writer (c.wake).
+	c.f.h, c.f.idx, c.f.sleepIdx, c.f.owner, c.f.cuts = s.hub, -1, -1, c, true
 	c.sides.Store(2)
 	// A writer is pending (wpend 1) until the greeting is out: the wakes of
 	// publishes before that only count, and the writer started after the
 	// greeting fetches what they published.
 	c.wpend.Store(1)
-	c.f.onWake = c.wake
 	if p := conn.Deflate(); p != nil {
 		c.windowBits = int32(p.ServerMaxWindowBits)
 	}
 	c.f.paces = true
-	// Cut while its writer is blocked on a client that reads nothing: the
-	// write gets a tenth of write_timeout more, not all of it; if it
-	// completes, the client still gets its 1008 close frame.
-	c.f.onCut = func() { conn.SetWriteDeadline(time.Now().Add(s.live.Load().opts.WriteTimeout / 10)) }
 	// The client joins the log first, then gets the greeting, then its
 	// writer starts: the greeting is the first frame it receives, and once
 	// it has it, it is sure to get everything published afterwards (the
@@ -509,7 +503,7 @@ func (s *Server) addSession(c *session) bool {
 	s.sessions[c] = struct{}{}
 	s.sessPeak = max(s.sessPeak, len(s.sessions))
 	s.wg.Add(2) // the session's reader and writer
-	s.hub.join(c.f)
+	s.hub.join(&c.f)
 	c.wrote(c.f.cursor.Load(), c.f.fetched.Load())
 	s.m.connected()
 	return true
@@ -675,7 +669,7 @@ func (s *Server) flushed(target uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.sessions {
-		if c.written.Load() < target && !isClosed(c.done) {
+		if c.written.Load() < target && !c.f.stopped.Load() {
 			return false
 		}
 	}
