@@ -85,7 +85,7 @@ func (c *Conn) writeMessageLocked(op Opcode, p []byte, buffer bool) error {
 	dst := c.flushCtrl(c.wbuf)
 	var vec bool
 	var err error
-	if c.vectored && len(p) >= vectoredWriteMin && (!buffer || len(dst)+len(p)+MaxHeaderSize > c.wbufSize) {
+	if c.vectored && len(p) >= vectoredWriteMin && (!buffer || len(dst)+len(p)+MaxHeaderSize > int(c.wbufSize)) {
 		// A plain server frame: the payload goes out as it is.
 		dst, vec, err = c.p.AppendMessageHeader(dst, op, len(p))
 	}
@@ -98,7 +98,7 @@ func (c *Conn) writeMessageLocked(op Opcode, p []byte, buffer bool) error {
 		c.flushLocked() // what was buffered still goes out
 		return err
 	}
-	if buffer && !vec && len(c.wbuf) < c.wbufSize {
+	if buffer && !vec && len(c.wbuf) < int(c.wbufSize) {
 		c.buffered.Store(true)
 		return nil
 	}
