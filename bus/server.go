@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -88,8 +87,7 @@ type Server struct {
 	wg       sync.WaitGroup
 
 	mu         sync.Mutex
-	sessions   map[*session]struct{}
-	sessPeak   int // the most sessions since the map was last shrunk (shrink.go)
+	sessions   []*session // in no order; each knows its place (session.sidx)
 	nextID     uint64
 	closes     []CloseInfo // the last recentCloses closed sessions, a ring
 	closesNext int         // where the next one goes
@@ -126,7 +124,6 @@ func New(opts Options) (*Server, error) {
 		done:      make(chan struct{}),
 		closingC:  make(chan struct{}),
 		progress:  make(chan struct{}, 1),
-		sessions:  make(map[*session]struct{}),
 	}
 	s.live.Store(newLive(o))
 	s.inflight.OnDrained(releaseMinBurst, releaseLow, s.onDrained)
@@ -384,6 +381,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	// No wake channel: the hub starts the writer (c.wake).
 	c.f.h, c.f.idx, c.f.sleepIdx, c.f.owner, c.f.cuts = s.hub, -1, -1, c, true
+	c.sidx = -1 // not in s.sessions yet (addSession)
 	c.sides.Store(2)
 	// A writer is pending (wpend 1) until the greeting is out: the wakes of
 	// publishes before that only count, and the writer started after the
@@ -500,8 +498,8 @@ func (s *Server) addSession(c *session) bool {
 	}
 	s.nextID++
 	c.id = s.nextID
-	s.sessions[c] = struct{}{}
-	s.sessPeak = max(s.sessPeak, len(s.sessions))
+	c.sidx = int32(len(s.sessions))
+	s.sessions = append(s.sessions, c)
 	s.wg.Add(2) // the session's reader and writer
 	s.hub.join(&c.f)
 	c.wrote(c.f.cursor.Load(), c.f.fetched.Load())
@@ -512,9 +510,15 @@ func (s *Server) addSession(c *session) bool {
 // removeSession takes c out of the sessions and records how it closed.
 func (s *Server) removeSession(c *session, ci CloseInfo) {
 	s.mu.Lock()
-	_, ok := s.sessions[c]
-	delete(s.sessions, c)
-	s.sessions, s.sessPeak = shrinkSessions(s.sessions, s.sessPeak)
+	ok := c.sidx >= 0 && int(c.sidx) < len(s.sessions) && s.sessions[c.sidx] == c
+	if ok {
+		last := len(s.sessions) - 1
+		s.sessions[c.sidx] = s.sessions[last]
+		s.sessions[c.sidx].sidx = c.sidx
+		s.sessions[last] = nil
+		s.sessions = shrinkSessions(s.sessions[:last])
+		c.sidx = -1
+	}
 	if len(s.closes) < recentCloses {
 		s.closes = append(s.closes, ci)
 		s.closesNext = len(s.closes) % recentCloses
@@ -582,7 +586,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 
 	s.mu.Lock()
-	clients := slices.Collect(maps.Keys(s.sessions))
+	clients := slices.Clone(s.sessions)
 	local := s.local
 	s.mu.Unlock()
 	code := ws.StatusCode(0)
@@ -668,7 +672,7 @@ func (s *Server) noteProgress() {
 func (s *Server) flushed(target uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for c := range s.sessions {
+	for _, c := range s.sessions {
 		if c.written.Load() < target && !c.f.stopped.Load() {
 			return false
 		}

@@ -104,11 +104,15 @@ type session struct {
 	// runs, readArmed while the poller waits for the socket, readEnded at
 	// the end. rc is the socket's, for the poller.
 	//
+	// sidx is the session's place in Server.sessions while it is there,
+	// else -1 (under Server.mu).
+	//
 	// (The small fields are packed together, issue 13.)
 	wpend     atomic.Int32
 	rstate    atomic.Int32
 	wended    atomic.Bool
 	polled    atomic.Bool
+	sidx      int32
 	wdeadline int64 // Unix nanoseconds; 0: none set
 	rc        syscall.RawConn
 }
@@ -598,10 +602,7 @@ func (c *session) info() SessionInfo {
 // Sessions returns the connected clients, oldest first.
 func (s *Server) Sessions() []SessionInfo {
 	s.mu.Lock()
-	list := make([]*session, 0, len(s.sessions))
-	for c := range s.sessions {
-		list = append(list, c)
-	}
+	list := slices.Clone(s.sessions)
 	s.mu.Unlock()
 	out := make([]SessionInfo, len(list))
 	for i, c := range list {
