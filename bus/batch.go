@@ -43,11 +43,11 @@ func (c *session) runs() bool {
 // takeBatch takes what the log holds at c's cursor into wb, keeping the
 // frames c receives (docs/protocol.md §3: receive rule, notices for one
 // client). When the log holds nothing there it leaves wb empty, puts c's
-// follower to sleep in the hub (the next publish starts a writer: onWake)
+// follower to sleep in the hub (the next publish starts a writer: wake)
 // and reports asleep; it fails as follower.next does.
 func (c *session) takeBatch(wb *writeBatch) (asleep bool, err error) {
 	wb.reset()
-	asleep, err = c.f.tryBatch(c.done, nil, &wb.b, c.runs(), maxBatchFrames, maxBatchBytes)
+	asleep, err = c.f.tryBatch(nil, nil, &wb.b, c.runs(), maxBatchFrames, maxBatchBytes)
 	if asleep || err != nil {
 		return asleep, err
 	}

@@ -810,8 +810,8 @@ func TestIdleChurn(t *testing.T) {
 }
 
 // TestIdleChurnAfterPeak: after more than shrinkMin clients were connected
-// at once and all left, the sessions map and the hub's followers and
-// sleepers are reallocated below their peak (Go maps never shrink), so a
+// at once and all left, the server's sessions and the hub's followers and
+// sleepers are reallocated below their peak, so a
 // quiet bus keeps what its connections need, not what its busiest moment
 // needed (issue 10 item 1). Not timing-based: it waits for the clients to
 // be gone, then looks.
@@ -833,7 +833,7 @@ func TestIdleChurnAfterPeak(t *testing.T) {
 	}
 	waitFor(t, "every client to be gone", 30*time.Second, func() bool { return s.Clients() == 0 })
 	s.mu.Lock()
-	n, p := len(s.sessions), s.sessPeak
+	n, p := len(s.sessions), cap(s.sessions)
 	s.mu.Unlock()
 	s.hub.mu.Lock()
 	nf, ns, cf, csl := len(s.hub.followers), len(s.hub.sleepers), cap(s.hub.followers), cap(s.hub.sleepers)
@@ -842,7 +842,7 @@ func TestIdleChurnAfterPeak(t *testing.T) {
 		t.Fatalf("%d sessions, %d followers, %d sleepers left", n, nf, ns)
 	}
 	if p >= shrinkMin || cf >= shrinkMin || csl >= shrinkMin {
-		t.Fatalf("after a peak of %d: sessions map sized for %d, followers capacity %d, sleepers %d: not shrunk", peak, p, cf, csl)
+		t.Fatalf("after a peak of %d: sessions capacity %d, followers capacity %d, sleepers %d: not shrunk", peak, p, cf, csl)
 	}
 }
 

@@ -52,7 +52,7 @@ import (
 //
 // When the bounds force the release of an entry that some followers still
 // need, those followers are cut at once (cutBehind): taken out of the log and
-// told through onCut, which for a session gives a write that is blocked on a
+// told through their owner's onCut, which for a session gives a write that is blocked on a
 // client that reads nothing a tenth of write_timeout to finish, instead of
 // all of it.
 
@@ -439,11 +439,11 @@ func (h *hub) publishLocked(e *entry) {
 	case len(h.sleepers) == 0 || h.waking:
 	case len(h.sleepers) <= inlineWakes:
 		// Followers with a wake channel are woken here; sessions
-		// (onWake) by the waker, which writes their batches itself: one
+		// (owner.wake) by the waker, which writes their batches itself: one
 		// goroutine for all of them.
 		keep := h.sleepers[:0]
 		for _, f := range h.sleepers {
-			if f.onWake == nil {
+			if f.owner == nil {
 				f.sleepIdx = -1
 				wake[nw] = f
 				nw++
@@ -472,10 +472,10 @@ func (h *hub) publishLocked(e *entry) {
 
 // signal gives f its wake-up token, once taken out of the sleepers (a token
 // that finds it awake makes it fetch once more, at worst in vain), and
-// reports whether the waker must come back to f (onWake, wakeHow).
+// reports whether the waker must come back to f (owner.wake, wakeHow).
 func (f *follower) signal(how wakeHow) bool {
-	if f.onWake != nil {
-		return f.onWake(how)
+	if f.owner != nil {
+		return f.owner.wake(how)
 	}
 	select {
 	case f.wake <- struct{}{}:
@@ -610,7 +610,9 @@ func (h *hub) takeCut() []*follower {
 // notifyCut tells cut followers, outside the lock.
 func (h *hub) notifyCut(cut []*follower) {
 	for _, f := range cut {
-		f.onCut()
+		if f.owner != nil {
+			f.owner.onCut()
+		}
 	}
 }
 
@@ -669,14 +671,14 @@ func (h *hub) trim(head uint64, now int64) {
 }
 
 // cutBehind takes the followers whose cursor is below tail (their next entry
-// is gone) out of the log and queues them for onCut; it rescans the minimum
+// is gone) out of the log and queues them for owner.onCut; it rescans the minimum
 // cursor of the others on the way. The caller holds mu.
 func (h *hub) cutBehind(tail, head uint64, total, now int64) {
 	m := head
 	for i := 0; i < len(h.followers); {
 		f := h.followers[i]
 		c := f.cursor.Load()
-		if c >= tail || f.onCut == nil {
+		if c >= tail || !f.cuts {
 			m = min(m, c)
 			i++
 			continue
@@ -922,7 +924,7 @@ func (h *hub) pressured() (cut []*follower, busy bool) {
 				f.seenCursor, f.seenAt = c, now
 			}
 			idle := now - f.seenAt
-			if stall > 0 && idle > stall && f.onCut != nil {
+			if stall > 0 && idle > stall && f.cuts {
 				h.removeAt(i)
 				f.stalled.Store(true)
 				f.cut.Store(true)

@@ -541,8 +541,8 @@ func TestHubWakesEverySleeper(t *testing.T) {
 	})
 }
 
-// TestHubOnWake: a follower with onWake and no goroutine waiting is told
-// of the next publish through onWake, by the waker however many sleep,
+// TestHubOnWake: a follower with an owner and no goroutine waiting is told
+// of the next publish through owner.wake, by the waker however many sleep,
 // once per sleep, and takes the frames without waiting.
 func TestHubOnWake(t *testing.T) {
 	for _, n := range []int{1, 2 * inlineWakes} {
@@ -551,13 +551,13 @@ func TestHubOnWake(t *testing.T) {
 		fs := make([]*follower, n)
 		for i := range fs {
 			f := newFollower(h)
-			f.onWake = func(how wakeHow) bool {
+			f.owner = wakeFunc(func(how wakeHow) bool {
 				if how != wakeInline { // by the waker, however many sleep
 					t.Errorf("%d sleepers: woken with %v, want the waker's", n, how)
 				}
 				woken <- f
 				return false
-			}
+			})
 			h.join(f)
 			if !h.sleep(f, f.cursor.Load()) {
 				t.Fatal("sleep with nothing published")
@@ -723,3 +723,10 @@ func TestHubPublishAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per frame published", allocs)
 	}
 }
+
+// wakeFunc is a followerOwner that is only woken (its followers are not
+// cut early: cuts is not set).
+type wakeFunc func(how wakeHow) bool
+
+func (w wakeFunc) wake(how wakeHow) bool { return w(how) }
+func (wakeFunc) onCut()                  {}

@@ -299,7 +299,7 @@ func TestSessionHandedOver(t *testing.T) {
 	waitFor(t, "the sessions", 5*time.Second, func() bool { return s.Clients() == 2 })
 	var fcs []*fdConn
 	s.mu.Lock()
-	for c := range s.sessions {
+	for _, c := range s.sessions {
 		fc, ok := c.conn.NetConn().(*fdConn)
 		if ok == pollDisabled {
 			t.Errorf("pollDisabled %v: the session's socket is a %T", pollDisabled, c.conn.NetConn())

@@ -16,7 +16,7 @@ import (
 // the one loop below (follower.next): fetch what is there after the cursor,
 // or register as a sleeper and wait for the publisher's wake-up.
 
-// wakeHow is what a follower's onWake is asked to do.
+// wakeHow is what a follower's owner is asked to do (followerOwner.wake).
 type wakeHow uint8
 
 const (
@@ -40,7 +40,8 @@ var ErrLagged = errors.New("bus: follower fell behind the queue bounds")
 // ErrFollowerClosed is returned by Follower.Next after Close.
 var ErrFollowerClosed = errors.New("bus: follower closed")
 
-// errStopped: the follower's done channel closed while it waited.
+// errStopped: the follower's done channel closed (or it stopped) while it
+// waited.
 var errStopped = errors.New("bus: follower stopped")
 
 // isClosed reports whether ch is closed (it never carries values).
@@ -65,26 +66,27 @@ type follower struct {
 	maxMsgs  uint64
 	maxBytes int64
 	// wake receives a token when the follower sleeps and a message arrives,
-	// unless onWake is set: then onWake is called instead (once per sleep,
-	// outside the hub's lock, on the publisher's or the waker's goroutine;
-	// it must not block), for a reader with no goroutine waiting on wake:
-	// that is how a session starts its writer only when it has something
-	// to write (session.wake). how says who calls and what it may do (see
-	// wakeHow); onWake reports whether the waker must call it again
-	// (wakeAgain or wakeHandOff). A wake may come late, after the follower
-	// woke for another reason: it then finds nothing new, and sleeps again.
+	// unless owner is set: then owner.wake is called instead (see
+	// followerOwner), for a reader with no goroutine waiting on wake: that
+	// is how a session starts its writer only when it has something to
+	// write (session.wake). A wake may come late, after the follower woke
+	// for another reason: it then finds nothing new, and sleeps again.
 	wake     chan struct{}
-	onWake   func(how wakeHow) (again bool)
+	owner    followerOwner
 	idx      int    // position in hub.followers (under hub.mu)
 	sleepIdx int    // position in hub.sleepers, -1 when not there (under hub.mu)
 	sleepAt  uint64 // the cursor it sleeps at (under hub.mu)
 	left     bool   // hub.leave was called: never a sleeper again (under hub.mu)
-	// onCut, when set, lets the hub cut the follower as soon as the bounds
-	// release an entry it still needs (hub.cutBehind): cut is set, it
-	// leaves the log, and onCut is called (outside the hub's lock; it must
-	// not block). Without it the follower finds out on its next fetch.
-	onCut func()
-	cut   atomic.Bool
+	// cuts lets the hub cut the follower as soon as the bounds release an
+	// entry it still needs (hub.cutBehind): cut is set, it leaves the log,
+	// and owner.onCut, if there is an owner, is called (outside the hub's
+	// lock). Without it the follower finds out on its next fetch.
+	cuts bool
+	cut  atomic.Bool
+	// stopped: its reader ended (session.finish); tryBatch then returns
+	// errStopped, as when its done channel is closed. A flag, not a
+	// channel: a session's end is only ever checked, never waited for.
+	stopped atomic.Bool
 	// stalled: cut for taking nothing while far behind (hub.pressured),
 	// before reaching its bound.
 	stalled atomic.Bool
@@ -96,6 +98,19 @@ type follower struct {
 	paces      bool
 	seenCursor uint64
 	seenAt     int64
+}
+
+// followerOwner is what a follower without a waiting goroutine is run by
+// (a session): wake is called instead of the wake token, once per sleep,
+// outside the hub's lock, on the publisher's or the waker's goroutine, and
+// must not block; how says who calls and what it may do (see wakeHow), and
+// it reports whether the waker must call it again (wakeAgain or
+// wakeHandOff). onCut is called when the hub cut the follower (cuts). An
+// interface, not two func fields: a session is its own owner and costs no
+// closures (issue 13).
+type followerOwner interface {
+	wake(how wakeHow) (again bool)
+	onCut()
 }
 
 func newFollower(h *hub) *follower {
@@ -143,11 +158,11 @@ func (f *follower) nextBatch(ctx context.Context, done, closing <-chan struct{},
 
 // tryBatch is nextBatch without the wait: when the log holds nothing at
 // f's cursor it registers f as a sleeper and reports asleep; the next
-// publish then wakes f (its wake token, or onWake). Its results are
+// publish then wakes f (its wake token, or owner.wake). Its results are
 // otherwise nextBatch's.
 func (f *follower) tryBatch(done, closing <-chan struct{}, b *batch, runs bool, maxN int, maxBytes int64) (asleep bool, _ error) {
 	for {
-		if isClosed(done) {
+		if isClosed(done) || f.stopped.Load() {
 			return false, errStopped
 		}
 		ok, err := f.take(b, runs, maxN, maxBytes)
@@ -260,7 +275,7 @@ type Follower struct {
 // ErrServerClosed.
 func (s *Server) Follow(o FollowOptions) *Follower {
 	f := newFollower(s.hub)
-	f.onCut = func() {} // Next reports ErrLagged
+	f.cuts = true // Next reports ErrLagged
 	if o.MaxMessages > 0 {
 		f.maxMsgs = uint64(o.MaxMessages)
 	}

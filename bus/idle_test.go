@@ -282,7 +282,7 @@ func TestWritersAfterIdle(t *testing.T) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		idle := len(s.sessions) == 3
-		for c := range s.sessions {
+		for _, c := range s.sessions {
 			idle = idle && c.wpend.Load() == 0
 			if c.perms != nil {
 				guiSession = c
@@ -291,7 +291,7 @@ func TestWritersAfterIdle(t *testing.T) {
 		return idle
 	})
 	s.mu.Lock()
-	for c := range s.sessions {
+	for _, c := range s.sessions {
 		if want := c.perms == nil && c.windowBits < 0; c.runs() != want {
 			t.Errorf("session %d: runs %v, want %v", c.id, c.runs(), want)
 		}

@@ -56,14 +56,14 @@ func TestWakerRounds(t *testing.T) {
 		for i := range n {
 			wants := i % (wakerRounds + 2) // trues it returns
 			f := newFollower(h)
-			f.onWake = func(how wakeHow) bool {
+			f.owner = wakeFunc(func(how wakeHow) bool {
 				calls[i] = append(calls[i], how) // one caller at a time per follower
 				again := len(calls[i]) <= wants && how != wakeHandOff
 				if !again {
 					wg.Done()
 				}
 				return again
-			}
+			})
 			h.join(f)
 			if !h.sleep(f, f.cursor.Load()) {
 				t.Fatal("sleep with nothing published")

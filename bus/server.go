@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -88,8 +87,7 @@ type Server struct {
 	wg       sync.WaitGroup
 
 	mu         sync.Mutex
-	sessions   map[*session]struct{}
-	sessPeak   int // the most sessions since the map was last shrunk (shrink.go)
+	sessions   []*session // in no order; each knows its place (session.sidx)
 	nextID     uint64
 	closes     []CloseInfo // the last recentCloses closed sessions, a ring
 	closesNext int         // where the next one goes
@@ -126,7 +124,6 @@ func New(opts Options) (*Server, error) {
 		done:      make(chan struct{}),
 		closingC:  make(chan struct{}),
 		progress:  make(chan struct{}, 1),
-		sessions:  make(map[*session]struct{}),
 	}
 	s.live.Store(newLive(o))
 	s.inflight.OnDrained(releaseMinBurst, releaseLow, s.onDrained)
@@ -374,33 +371,28 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	setSendBuffer(conn.NetConn(), o.SendBuffer)
 	c := &session{
-		s:     s,
-		conn:  conn,
-		perms: perms,
-		// No wake channel: the hub starts the writer (onWake, below).
-		f:          &follower{h: s.hub, idx: -1, sleepIdx: -1},
+		s:          s,
+		conn:       conn,
+		perms:      perms,
 		windowBits: -1,
 		remote:     r.RemoteAddr,
 		userAgent:  r.Header.Get("User-Agent"),
 		origin:     r.Header.Get("Origin"),
 		token:      tokenName,
 		connected:  time.Now().UnixNano(),
-		done:       make(chan struct{}),
 	}
+	// No wake channel: the hub starts the writer (c.wake).
+	c.f.h, c.f.idx, c.f.sleepIdx, c.f.owner, c.f.cuts = s.hub, -1, -1, c, true
+	c.sidx = -1 // not in s.sessions yet (addSession)
 	c.sides.Store(2)
 	// A writer is pending (wpend 1) until the greeting is out: the wakes of
 	// publishes before that only count, and the writer started after the
 	// greeting fetches what they published.
 	c.wpend.Store(1)
-	c.f.onWake = c.wake
 	if p := conn.Deflate(); p != nil {
 		c.windowBits = int32(p.ServerMaxWindowBits)
 	}
 	c.f.paces = true
-	// Cut while its writer is blocked on a client that reads nothing: the
-	// write gets a tenth of write_timeout more, not all of it; if it
-	// completes, the client still gets its 1008 close frame.
-	c.f.onCut = func() { conn.SetWriteDeadline(time.Now().Add(s.live.Load().opts.WriteTimeout / 10)) }
 	// The client joins the log first, then gets the greeting, then its
 	// writer starts: the greeting is the first frame it receives, and once
 	// it has it, it is sure to get everything published afterwards (the
@@ -509,10 +501,10 @@ func (s *Server) addSession(c *session) bool {
 	}
 	s.nextID++
 	c.id = s.nextID
-	s.sessions[c] = struct{}{}
-	s.sessPeak = max(s.sessPeak, len(s.sessions))
+	c.sidx = int32(len(s.sessions))
+	s.sessions = append(s.sessions, c)
 	s.wg.Add(2) // the session's reader and writer
-	s.hub.join(c.f)
+	s.hub.join(&c.f)
 	c.wrote(c.f.cursor.Load(), c.f.fetched.Load())
 	s.m.connected()
 	return true
@@ -521,9 +513,15 @@ func (s *Server) addSession(c *session) bool {
 // removeSession takes c out of the sessions and records how it closed.
 func (s *Server) removeSession(c *session, ci CloseInfo) {
 	s.mu.Lock()
-	_, ok := s.sessions[c]
-	delete(s.sessions, c)
-	s.sessions, s.sessPeak = shrinkSessions(s.sessions, s.sessPeak)
+	ok := c.sidx >= 0 && int(c.sidx) < len(s.sessions) && s.sessions[c.sidx] == c
+	if ok {
+		last := len(s.sessions) - 1
+		s.sessions[c.sidx] = s.sessions[last]
+		s.sessions[c.sidx].sidx = c.sidx
+		s.sessions[last] = nil
+		s.sessions = shrinkSessions(s.sessions[:last])
+		c.sidx = -1
+	}
 	if len(s.closes) < recentCloses {
 		s.closes = append(s.closes, ci)
 		s.closesNext = len(s.closes) % recentCloses
@@ -591,7 +589,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 
 	s.mu.Lock()
-	clients := slices.Collect(maps.Keys(s.sessions))
+	clients := slices.Clone(s.sessions)
 	local := s.local
 	s.mu.Unlock()
 	code := ws.StatusCode(0)
@@ -677,8 +675,8 @@ func (s *Server) noteProgress() {
 func (s *Server) flushed(target uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for c := range s.sessions {
-		if c.written.Load() < target && !isClosed(c.done) {
+	for _, c := range s.sessions {
+		if c.written.Load() < target && !c.f.stopped.Load() {
 			return false
 		}
 	}

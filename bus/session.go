@@ -63,11 +63,15 @@ const deadlineSlack = 50 * time.Millisecond
 
 // session is one WebSocket connection: a reader that relays what the client
 // sends, and a writer that follows the log (see "Who runs what" above).
+//
+// An idle session is one allocation (issue 13): its follower is a field,
+// whose owner is the session itself (no closures), and its end is the
+// follower's stopped flag (no channel). It fits the 352-byte size class.
 type session struct {
 	s     *Server
 	conn  *ws.Conn
 	perms *Permissions // nil: everything allowed
-	f     *follower
+	f     follower     // its owner is the session (followerOwner)
 	// windowBits is the server window of a deflate client (its compressed
 	// copies are counted in the log's bytes), or -1 without deflate.
 	windowBits int32
@@ -87,8 +91,7 @@ type session struct {
 	written             atomic.Uint64 // sequence number after the last written frame
 	writtenBytes        atomic.Int64  // the log's cumulative bytes through it
 
-	done  chan struct{} // closed by finish
-	once  sync.Once
+	once  sync.Once    // finish; the end is c.f.stopped, set first
 	sides atomic.Int32 // the reader and the writer, until each has ended (sideDone)
 
 	// The writer: wpend counts the wakes since the running writer started
@@ -101,12 +104,16 @@ type session struct {
 	// runs, readArmed while the poller waits for the socket, readEnded at
 	// the end. rc is the socket's, for the poller.
 	//
-	// (The small fields are packed together: 256 bytes a session, issue 13.)
+	// sidx is the session's place in Server.sessions while it is there,
+	// else -1 (under Server.mu).
+	//
+	// (The small fields are packed together, issue 13.)
 	wpend     atomic.Int32
 	rstate    atomic.Int32
 	wended    atomic.Bool
 	polled    atomic.Bool
-	wdeadline time.Time
+	sidx      int32
+	wdeadline int64 // Unix nanoseconds; 0: none set
 	rc        syscall.RawConn
 }
 
@@ -133,8 +140,8 @@ func (c *session) finish(reason string, code ws.StatusCode, detail string, attrs
 	first := false
 	c.once.Do(func() {
 		first = true
-		close(c.done)
-		c.s.hub.leave(c.f)
+		c.f.stopped.Store(true)
+		c.s.hub.leave(&c.f)
 		c.wakeWriter() // a writer asleep in the hub ends the writer side
 		c.s.removeSession(c, CloseInfo{Session: c.info(), Closed: time.Now(), Reason: reason, Code: code, Detail: detail})
 		c.s.m.closed(reason)
@@ -207,13 +214,21 @@ func (c *session) readEnd() {
 // under its own bounds), and the Conn keeps no buffer and nothing of
 // max_inflight_bytes after it.
 func (c *session) received(op ws.Opcode, b []byte) {
-	if isClosed(c.done) {
+	if c.f.stopped.Load() {
 		return // closing: read on until the connection drops
 	}
 	c.framesIn.Add(1)
 	c.bytesIn.Add(uint64(len(b)))
 	c.s.relay(c, c.perms, op, b)
 	c.s.hub.pace(len(b))
+}
+
+// onCut is the follower's (followerOwner): cut while its writer is blocked
+// on a client that reads nothing, the write gets a tenth of write_timeout
+// more, not all of it; if it completes, the client still gets its 1008
+// close frame.
+func (c *session) onCut() {
+	c.conn.SetWriteDeadline(time.Now().Add(c.s.live.Load().opts.WriteTimeout / 10))
 }
 
 // closeNow drops the connection; closeConn closes it with code (the
@@ -267,7 +282,7 @@ func (c *session) readFailed(err error) {
 }
 
 // wakeWriter makes sure a writer runs for c: finish calls it, and the hub
-// (the follower's onWake, wake) when c's follower sleeps and a frame is
+// (the follower's owner: wake) when c's follower sleeps and a frame is
 // published. A late wake starts a writer that finds nothing to do. Writers
 // run one at a time: only the wake that finds none running starts one.
 func (c *session) wakeWriter() {
@@ -276,7 +291,7 @@ func (c *session) wakeWriter() {
 	}
 }
 
-// wake is c's follower's onWake (see wakeHow), called outside the hub's
+// wake is c's follower's (followerOwner, wakeHow), called outside the hub's
 // lock: by the publisher itself (wakeStart: it starts a writer goroutine,
 // so that the publisher's reader goes on reading), or by the hub's waker
 // goroutine, which wakes every sleeper at once (wakeInline): then, when c
@@ -440,9 +455,9 @@ func (c *session) writeRest(wb *writeBatch, rest []byte, held bool) bool {
 	// deadline is moved only when that gains more than the slack, so
 	// a burst of small batches does not reset a timer each time.
 	wt := s.live.Load().opts.WriteTimeout
-	if want := time.Now().Add(wt); want.Sub(c.wdeadline) > min(wt/16, deadlineSlack) || c.wdeadline.After(want) {
+	if want := time.Now().Add(wt); time.Duration(want.UnixNano()-c.wdeadline) > min(wt/16, deadlineSlack) || c.wdeadline > want.UnixNano() {
 		c.conn.SetWriteDeadline(want)
-		c.wdeadline = want
+		c.wdeadline = want.UnixNano()
 	}
 	var err error
 	switch {
@@ -452,7 +467,7 @@ func (c *session) writeRest(wb *writeBatch, rest []byte, held bool) bool {
 		err = c.conn.FinishPreparedFrames(context.Background(), rest)
 		wb.b.rn = run{}
 	case c.f.cut.Load():
-		// Cut while fetching: the onCut's deadline may have been
+		// Cut while fetching: onCut's deadline may have been
 		// overwritten just now.
 		c.slowConsumer(c.cutWhy(""), true)
 		return false
@@ -587,10 +602,7 @@ func (c *session) info() SessionInfo {
 // Sessions returns the connected clients, oldest first.
 func (s *Server) Sessions() []SessionInfo {
 	s.mu.Lock()
-	list := make([]*session, 0, len(s.sessions))
-	for c := range s.sessions {
-		list = append(list, c)
-	}
+	list := slices.Clone(s.sessions)
 	s.mu.Unlock()
 	out := make([]SessionInfo, len(list))
 	for i, c := range list {

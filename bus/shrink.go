@@ -1,28 +1,23 @@
 package bus
 
-// Capacity after a peak of connections (issue 10 item 1). Go maps never
-// shrink and slices keep their capacity, so after P connections have come
-// and gone the sessions map and the hub's followers and sleepers would keep
-// what P of them needed (about 150 bytes per connection of the peak). Each
-// is reallocated to its size once it has fallen to a quarter of its peak,
-// when that peak was at least shrinkMin: an idle bus then holds what its
+// Capacity after a peak of connections (issue 10 item 1). Slices keep their
+// capacity, so after P connections have come and gone the server's sessions
+// and the hub's followers and sleepers would keep what P of them needed.
+// Each is reallocated to its size once it has fallen to a quarter of its
+// capacity, when that was at least shrinkMin: an idle bus then holds what its
 // connections need, not what its busiest moment needed. The Go runtime
 // keeps one descriptor for each goroutine that ever ran at the same time
 // (a few hundred bytes each, reused, never freed: two per connection of
 // the peak), which no program can give back.
 const shrinkMin = 1024
 
-// shrinkSessions returns m, or a copy of it sized to its entries when it
-// holds a quarter of its peak or less, and the peak to remember.
-func shrinkSessions(m map[*session]struct{}, peak int) (map[*session]struct{}, int) {
-	if peak < shrinkMin || 4*len(m) > peak {
-		return m, peak
+// shrinkSessions returns ss, or a copy of it sized to its length when that
+// is a quarter of its capacity or less (the places, session.sidx, stay).
+func shrinkSessions(ss []*session) []*session {
+	if c := cap(ss); c < shrinkMin || 4*len(ss) > c {
+		return ss
 	}
-	n := make(map[*session]struct{}, len(m))
-	for k := range m {
-		n[k] = struct{}{}
-	}
-	return n, len(m)
+	return append(make([]*session, 0, len(ss)), ss...)
 }
 
 // shrink reallocates the followers and the sleepers when the followers

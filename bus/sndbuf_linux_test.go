@@ -14,9 +14,7 @@ func TestSendBufferSet(t *testing.T) {
 	dial(t, url, nil)
 	waitFor(t, "the session", 5*time.Second, func() bool { return s.Clients() == 1 })
 	s.mu.Lock()
-	var c *session
-	for c = range s.sessions {
-	}
+	c := s.sessions[0]
 	s.mu.Unlock()
 	rc, err := c.conn.NetConn().(syscall.Conn).SyscallConn()
 	if err != nil {

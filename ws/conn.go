@@ -51,56 +51,59 @@ const (
 // Control frames are handled inside the read methods: pings are answered with
 // a pong automatically (RFC 6455 §5.5.2), and a received close frame is echoed
 // (RFC 6455 §5.5.1) and reported as a *CloseError.
+//
+// (The fields smaller than a word are packed in each group: a Conn fits the
+// 320-byte size class, issue 13.)
 type Conn struct {
 	nc     net.Conn
-	role   Role
 	params *DeflateParams
 
 	// p is the sans-IO protocol. Its read side (Receive, Next) is used by the
 	// reading goroutine without a lock; its write side (Append*) is used
 	// under pmu, which is held only for short, IO-free calls.
-	pmu sync.Mutex
-	p   *Protocol
+	p        *Protocol
+	pmu      sync.Mutex
+	role     Role
+	vectored bool // nc writes net.Buffers with one writev
+	closed   atomic.Bool
 
 	// Read side: rmu is held by each read call, so that Close can tell
 	// whether it may read the peer's close frame itself.
-	rmu        sync.Mutex
-	readMin    int // the least free space to read into (half the read buffer)
-	activeRead *messageReader
-	readErr    error // sticky error of the read side
-	// The message being read whole: what it holds of the Budget (until the
-	// next read call), and NextMessage's buffer with its pool handle.
-	mcharge      charge
-	msg          []byte
-	msgp         *[]byte
+	rmu          sync.Mutex
 	lingerWanted bool // failRead wrote a close frame: linger, then drop nc
 	// msgPartial: NextMessage timed out with part of a message in msg.
 	msgPartial bool
 	// trying: TryNextMessage is reading; readNet does not wait.
-	trying bool
+	trying     bool
+	readMin    int32 // the least free space to read into (half the read buffer)
+	activeRead *messageReader
+	readErr    error // sticky error of the read side
+	// The message being read whole: what it holds of the Budget (until the
+	// next read call), and NextMessage's buffer with its pool handle.
+	mcharge charge
+	msg     []byte
+	msgp    *[]byte
 
 	// Write side: wmu serialises every frame written to nc.
-	wmu sync.Mutex
-	// wbuf is the encode buffer, from writeBufPool while wmu is held or
-	// while it holds frames buffered by BufferMessage (between calls,
-	// wbuf is exactly those frames).
-	wbuf        []byte
-	wbufp       *[]byte // the pool's handle of wbuf
-	bufs        net.Buffers
-	vectored    bool   // nc writes net.Buffers with one writev
-	rio         *rawIO // raw system calls on a plain socket (rawio_linux.go), or nil
-	writeErr    error  // sticky: a failed or partial write leaves the stream unusable
-	ctrlMu      sync.Mutex
-	ctrlQueued  []byte      // control frames (pongs) waiting for the write lock
+	wmu         sync.Mutex
+	wbufSize    int32
 	ctrlPending atomic.Bool // ctrlQueued is not empty
 	buffered    atomic.Bool // wbuf holds frames buffered by BufferMessage
 	flushWanted atomic.Bool // the reader is about to wait: write the buffered frames
-	wbufSize    int
+	ctrlMu      sync.Mutex
+	// wbuf is the encode buffer, from writeBufPool while wmu is held or
+	// while it holds frames buffered by BufferMessage (between calls,
+	// wbuf is exactly those frames).
+	wbuf       []byte
+	wbufp      *[]byte // the pool's handle of wbuf
+	bufs       net.Buffers
+	rio        *rawIO // raw system calls on a plain socket (rawio_linux.go), or nil
+	writeErr   error  // sticky: a failed or partial write leaves the stream unusable
+	ctrlQueued []byte // control frames (pongs) waiting for the write lock
 
 	closeSent    atomic.Bool
 	closeOnce    sync.Once
 	closeTimeout time.Duration
-	closed       atomic.Bool
 
 	// The deadlines last set (deadlineNanos), which a read or write with a
 	// context restores when it is over.
@@ -203,8 +206,8 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 			ReadBufferSize: cfg.readBufferSize,
 			Budget:         cfg.budget,
 		}),
-		readMin:      max(cfg.readBufferSize/2, 1),
-		wbufSize:     cfg.writeBufferSize,
+		readMin:      int32(max(min(cfg.readBufferSize/2, math.MaxInt32), 1)),
+		wbufSize:     int32(min(cfg.writeBufferSize, math.MaxInt32)),
 		closeTimeout: cfg.closeTimeout,
 	}
 	c.mcharge.b = cfg.budget
@@ -258,7 +261,7 @@ type bufferHooks interface {
 
 func (c *Conn) idleBuffer() bool { return c.p.ReleaseReadBuffer() }
 
-func (c *Conn) refillBuffer() []byte { return c.p.ReadBuffer(c.readMin) }
+func (c *Conn) refillBuffer() []byte { return c.p.ReadBuffer(int(c.readMin)) }
 
 // NetConn returns the underlying connection. Reading from or writing to it
 // directly corrupts the WebSocket stream; it is meant for addresses, socket

@@ -130,25 +130,15 @@ type Event struct {
 // arrived and are then inflated piece by piece, never beyond the limit.
 //
 // In steady state a Protocol does not allocate for uncompressed traffic.
+//
+// (The fields smaller than a word are packed together: a Protocol fits the
+// 192-byte size class, issue 13.)
 type Protocol struct {
-	role     Role
 	maxFrame int64 // < 0: unlimited
 	maxMsg   int64 // < 0: unlimited
 	bufHint  int
 	fl       *deflateState // nil: permessage-deflate not negotiated
-
-	buf  []byte  // received bytes; buf[r:] not yet processed
-	bufp *[]byte // a box for buf in bufPools (ReleaseReadBuffer)
-	r    int
-
-	// Close state, shared by both sides: st is read atomically; changes,
-	// err and the pending close are guarded by mu.
-	mu       sync.Mutex
-	st       atomic.Uint32 // State
-	err      error         // sticky error after a failure
-	pending  bool          // a close frame is queued (after a failure)
-	pendCode StatusCode
-	pendMsg  string
+	role     Role
 
 	// openPlain: permessage-deflate is off and the receiving side has seen
 	// neither a Close frame nor a failure (State is Open or CloseSent), so
@@ -156,8 +146,19 @@ type Protocol struct {
 	// receiving side (control, fail), which alone reads it.
 	openPlain bool
 
-	// frame being received
-	inFrame   bool
+	// Close state, shared by both sides: st is read atomically; changes,
+	// err and the pending close (pending, below) are guarded by mu.
+	pendCode StatusCode
+	st       atomic.Uint32 // State
+	mu       sync.Mutex
+	err      error // sticky error after a failure
+	pendMsg  string
+
+	buf  []byte  // received bytes; buf[r:] not yet processed
+	bufp *[]byte // a box for buf in bufPools (ReleaseReadBuffer)
+	r    int
+
+	// frame being received (and inFrame, below)
 	hdr       Header
 	remaining int64
 	maskPos   int
@@ -166,16 +167,20 @@ type Protocol struct {
 	msgOpen       bool
 	msgOp         Opcode
 	msgCompressed bool
-	msgSize       int64
-	utf8          UTF8Validator
 	inflating     bool
+	utf8          UTF8Validator
+	msgSize       int64
 
 	// message being sent with AppendFrame
 	outOpen bool
+	haveKey bool
+	// Two flags of the groups above, packed here: a frame is being received
+	// (inFrame); a close frame is queued after a failure (pending, under mu).
+	inFrame bool
+	pending bool
 	// spareKey is a masking key drawn with the last one (haveKey): one
 	// random 64-bit number makes two keys (maskKey).
 	spareKey uint32
-	haveKey  bool
 
 	// wholeMax is the largest payload Next's fast path may take: the smaller of
 	// the limits that are on, capped at 0xFFFF (the 16-bit length).

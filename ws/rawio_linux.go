@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"unsafe"
 )
@@ -24,39 +25,74 @@ import (
 //
 // The read side is used by the reading goroutine only, the write side under
 // Conn.wmu only; the two may run at the same time.
+//
+// The read side's state is a rawRead of its own, taken from a pool for a
+// read and given back when a try finds the socket empty and the read
+// buffer goes back too (tryRead with idle): a connection idle on the poll
+// path keeps neither (issue 13). rawIO itself fits the 128-byte size class.
 type rawIO struct {
 	rc syscall.RawConn
 	nc net.Conn // for large writes and the addresses in errors
 
-	rbuf   []byte
-	rn     int
-	rerrno syscall.Errno
-	// readFn is r.readAny, made once (a method value is an allocation):
-	// tryOnce when trying, else readOnce. Likewise writeFn is r.writeAny:
-	// writevOnce when vec, else writeOnce.
-	readFn func(fd uintptr) bool
-	trying bool
-	again  bool // tryOnce found nothing to read
+	rd *rawRead // the read state, or nil while idle
 	// For readIdle: hooks.idleBuffer gives the read buffer back while the
 	// socket has nothing to read, hooks.refillBuffer takes one again once
 	// it has.
-	idling bool
-	hooks  bufferHooks
+	hooks bufferHooks
 
-	wbuf    []byte
-	iov     []syscall.Iovec // writev's vector; left is what is still to go
-	left    []syscall.Iovec
-	werrno  syscall.Errno
-	nb      net.Buffers // for writes too large for a raw call
+	wbuf []byte
+	iov  []syscall.Iovec // writev's vector; iov[done:] is what is still to go
+	done int
+	// writeFn is r.writeAny, made once (a method value is an allocation):
+	// writevOnce when vec, else writeOnce.
 	writeFn func(fd uintptr) bool
+	werrno  int32 // a syscall.Errno
 	vec     bool
 }
 
-func (r *rawIO) readAny(fd uintptr) bool {
-	if r.trying {
-		return r.tryOnce(fd)
+// rawRead is the read state of a rawIO while it reads (rawIO.rd).
+type rawRead struct {
+	r      *rawIO
+	rbuf   []byte
+	rn     int
+	rerrno syscall.Errno
+	// fn is rd.readAny, made once with the rawRead (pooled with it):
+	// tryOnce when trying, else readOnce.
+	fn     func(fd uintptr) bool
+	trying bool
+	again  bool // tryOnce found nothing to read
+	idling bool
+}
+
+var rawReads = sync.Pool{New: func() any {
+	rd := new(rawRead)
+	rd.fn = rd.readAny
+	return rd
+}}
+
+// reader returns r's read state, taking one from the pool if need be.
+func (r *rawIO) reader() *rawRead {
+	if r.rd == nil {
+		r.rd = rawReads.Get().(*rawRead)
+		r.rd.r = r
 	}
-	return r.readOnce(fd)
+	return r.rd
+}
+
+// idleReader gives r's read state back to the pool.
+func (r *rawIO) idleReader() {
+	if rd := r.rd; rd != nil {
+		r.rd = nil
+		*rd = rawRead{fn: rd.fn}
+		rawReads.Put(rd)
+	}
+}
+
+func (rd *rawRead) readAny(fd uintptr) bool {
+	if rd.trying {
+		return rd.tryOnce(fd)
+	}
+	return rd.readOnce(fd)
 }
 
 func (r *rawIO) writeAny(fd uintptr) bool {
@@ -76,7 +112,7 @@ func newRawIO(nc net.Conn) *rawIO {
 		return nil
 	}
 	r := &rawIO{rc: rc, nc: nc}
-	r.readFn, r.writeFn = r.readAny, r.writeAny
+	r.writeFn = r.writeAny
 	return r
 }
 
@@ -103,26 +139,26 @@ const (
 	maxRawRead  = 64 << 10
 )
 
-func (r *rawIO) readOnce(fd uintptr) bool {
-	if r.rbuf == nil {
-		b := r.hooks.refillBuffer() // readable again after idle
-		r.rbuf = b[:min(len(b), maxRawRead)]
+func (rd *rawRead) readOnce(fd uintptr) bool {
+	if rd.rbuf == nil {
+		b := rd.r.hooks.refillBuffer() // readable again after idle
+		rd.rbuf = b[:min(len(b), maxRawRead)]
 	}
-	n, e := r.rawRead(fd)
+	n, e := rd.rawRead(fd)
 	if e == syscall.EAGAIN {
-		if r.idling && r.hooks.idleBuffer() {
-			r.rbuf, r.idling = nil, false
+		if rd.idling && rd.r.hooks.idleBuffer() {
+			rd.rbuf, rd.idling = nil, false
 		}
 		return false // wait until readable
 	}
-	r.rn, r.rerrno = n, e
+	rd.rn, rd.rerrno = n, e
 	return true
 }
 
 // rawRead reads into rbuf with a raw system call, again when interrupted.
-func (r *rawIO) rawRead(fd uintptr) (int, syscall.Errno) {
+func (rd *rawRead) rawRead(fd uintptr) (int, syscall.Errno) {
 	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(r.rbuf))), uintptr(len(r.rbuf)))
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(rd.rbuf))), uintptr(len(rd.rbuf)))
 		if e != syscall.EINTR {
 			return int(n), e
 		}
@@ -130,43 +166,47 @@ func (r *rawIO) rawRead(fd uintptr) (int, syscall.Errno) {
 }
 
 // tryOnce is readOnce for tryRead: it never asks the poller to wait.
-func (r *rawIO) tryOnce(fd uintptr) bool {
-	n, e := r.rawRead(fd)
+func (rd *rawRead) tryOnce(fd uintptr) bool {
+	n, e := rd.rawRead(fd)
 	if e == syscall.EAGAIN {
-		if r.idling && r.hooks.idleBuffer() {
-			r.rbuf = nil
+		if rd.idling && rd.r.hooks.idleBuffer() {
+			rd.rbuf = nil
 		}
-		r.again = true
+		rd.again = true
 		return true
 	}
-	r.rn, r.rerrno = n, e
+	rd.rn, rd.rerrno = n, e
 	return true
 }
 
 // tryRead is readIdle without waiting: when the socket has nothing to read
 // it returns errWouldBlock at once (having given the buffer back through
-// the idle hook when idle is true). Readiness is then the caller's business
-// (Conn.TryNextMessage).
+// the idle hook when idle is true, and then the read state too). Readiness
+// is then the caller's business (Conn.TryNextMessage).
 func (r *rawIO) tryRead(b []byte, idle bool) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	r.rbuf, r.rn, r.rerrno, r.idling, r.again = b[:min(len(b), maxRawRead)], 0, 0, idle, false
-	r.trying = true
-	err := r.rc.Read(r.readFn)
-	r.trying = false
-	r.rbuf, r.idling = nil, false
+	rd := r.reader()
+	rd.rbuf, rd.rn, rd.rerrno, rd.idling, rd.again = b[:min(len(b), maxRawRead)], 0, 0, idle, false
+	rd.trying = true
+	err := r.rc.Read(rd.fn)
+	rd.trying = false
+	rd.rbuf, rd.idling = nil, false
 	switch {
 	case err != nil:
 		return 0, r.opError("read", err)
-	case r.again:
+	case rd.again:
+		if idle {
+			r.idleReader()
+		}
 		return 0, errWouldBlock
-	case r.rerrno != 0:
-		return 0, r.opError("read", os.NewSyscallError("read", r.rerrno))
-	case r.rn == 0:
+	case rd.rerrno != 0:
+		return 0, r.opError("read", os.NewSyscallError("read", rd.rerrno))
+	case rd.rn == 0:
 		return 0, io.EOF
 	}
-	return r.rn, nil
+	return rd.rn, nil
 }
 
 // read is net.Conn's Read.
@@ -183,18 +223,19 @@ func (r *rawIO) readIdle(b []byte, idle bool) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	r.rbuf, r.rn, r.rerrno, r.idling = b[:min(len(b), maxRawRead)], 0, 0, idle
-	err := r.rc.Read(r.readFn)
-	r.rbuf, r.idling = nil, false
+	rd := r.reader()
+	rd.rbuf, rd.rn, rd.rerrno, rd.idling = b[:min(len(b), maxRawRead)], 0, 0, idle
+	err := r.rc.Read(rd.fn)
+	rd.rbuf, rd.idling = nil, false
 	switch {
 	case err != nil:
 		return 0, r.opError("read", err)
-	case r.rerrno != 0:
-		return 0, r.opError("read", os.NewSyscallError("read", r.rerrno))
-	case r.rn == 0:
+	case rd.rerrno != 0:
+		return 0, r.opError("read", os.NewSyscallError("read", rd.rerrno))
+	case rd.rn == 0:
 		return 0, io.EOF
 	}
-	return r.rn, nil
+	return rd.rn, nil
 }
 
 func (r *rawIO) writeOnce(fd uintptr) bool {
@@ -207,7 +248,7 @@ func (r *rawIO) writeOnce(fd uintptr) bool {
 		case syscall.EAGAIN:
 			return false // wait until writable
 		default:
-			r.werrno = e
+			r.werrno = int32(e)
 			return true
 		}
 	}
@@ -228,15 +269,16 @@ func (r *rawIO) write(b []byte) error {
 		return r.opError("write", err)
 	}
 	if r.werrno != 0 {
-		return r.opError("write", os.NewSyscallError("write", r.werrno))
+		return r.opError("write", os.NewSyscallError("write", syscall.Errno(r.werrno)))
 	}
 	return nil
 }
 
 func (r *rawIO) writevOnce(fd uintptr) bool {
-	for len(r.left) > 0 {
-		k := min(len(r.left), maxIovecs)
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(unsafe.SliceData(r.left))), uintptr(k))
+	for r.done < len(r.iov) {
+		left := r.iov[r.done:]
+		k := min(len(left), maxIovecs)
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(unsafe.SliceData(left))), uintptr(k))
 		switch e {
 		case 0:
 		case syscall.EINTR:
@@ -244,23 +286,29 @@ func (r *rawIO) writevOnce(fd uintptr) bool {
 		case syscall.EAGAIN:
 			return false // wait until writable
 		default:
-			r.werrno = e
+			r.werrno = int32(e)
 			return true
 		}
 		// Skip what was written.
 		for n > 0 {
-			l := uintptr(r.left[0].Len)
+			v := &r.iov[r.done]
+			l := uintptr(v.Len)
 			if n < l {
-				r.left[0].Base = (*byte)(unsafe.Add(unsafe.Pointer(r.left[0].Base), n))
-				r.left[0].SetLen(int(l - n))
+				v.Base = (*byte)(unsafe.Add(unsafe.Pointer(v.Base), n))
+				v.SetLen(int(l - n))
 				break
 			}
 			n -= l
-			r.left = r.left[1:]
+			r.done++
 		}
 	}
 	return true
 }
+
+// bigWrites holds the net.Buffers of writes too large for a raw call
+// (WriteTo consumes its receiver, which a local would make an allocation
+// per call): such writes are rare, and a connection need not keep one.
+var bigWrites = sync.Pool{New: func() any { return new(net.Buffers) }}
 
 // writeBuffers writes every buffer of bufs, in order, with as few writev
 // calls as the kernel allows.
@@ -270,9 +318,11 @@ func (r *rawIO) writeBuffers(bufs [][]byte) error {
 		total += len(b)
 	}
 	if total > maxRawWrite {
-		r.nb = bufs // WriteTo consumes r.nb, not bufs
-		_, err := r.nb.WriteTo(r.nc)
-		r.nb = nil
+		nb := bigWrites.Get().(*net.Buffers)
+		*nb = bufs // WriteTo consumes *nb, not bufs
+		_, err := nb.WriteTo(r.nc)
+		*nb = nil
+		bigWrites.Put(nb)
 		return err
 	}
 	iov := r.iov[:0]
@@ -284,19 +334,19 @@ func (r *rawIO) writeBuffers(bufs [][]byte) error {
 		v.SetLen(len(b))
 		iov = append(iov, v)
 	}
-	r.iov, r.left, r.werrno = iov, iov, 0
+	r.iov, r.done, r.werrno = iov, 0, 0
 	var err error
 	if len(iov) > 0 {
 		r.vec = true
 		err = r.rc.Write(r.writeFn)
 	}
 	clear(r.iov) // let the buffers go
-	r.left = nil
+	r.done = 0
 	if err != nil {
 		return r.opError("write", err)
 	}
 	if r.werrno != 0 {
-		return r.opError("write", os.NewSyscallError("writev", r.werrno))
+		return r.opError("write", os.NewSyscallError("writev", syscall.Errno(r.werrno)))
 	}
 	return nil
 }

@@ -148,7 +148,7 @@ func (c *Conn) readInto(buf []byte, owned bool) (Opcode, []byte, error) {
 			// The rest of a large frame: read it straight into buf, so
 			// that its bytes are copied once, by the read system call.
 			if cap(buf)-len(buf) < directReadMin {
-				need := len(buf) + int(min(want, int64(2*c.readMin)))
+				need := len(buf) + int(min(want, 2*int64(c.readMin)))
 				if owned && need > maxPooledBuf {
 					buf = c.nextChunk(buf)
 				} else {
@@ -451,7 +451,7 @@ func (c *Conn) nextEvent(ev *Event) error {
 		}
 		// EventNone: the protocol needs more bytes. Read them straight
 		// into its buffer, which it gives back while the peer is silent.
-		n, err := c.readNet(c.p.ReadBuffer(c.readMin), true)
+		n, err := c.readNet(c.p.ReadBuffer(int(c.readMin)), true)
 		if n > 0 {
 			c.p.Commit(n)
 			continue

@@ -24,10 +24,10 @@ func (c *Conn) Writer(ctx context.Context, op Opcode) (io.WriteCloser, error) {
 	}
 	bp := writeBufPool.Get().(*[]byte)
 	buf := *bp
-	if cap(buf) < c.wbufSize {
+	if cap(buf) < int(c.wbufSize) {
 		buf = make([]byte, 0, c.wbufSize)
 	}
-	return &messageWriter{c: c, ctx: ctx, op: op, buf: buf[:0], limit: c.wbufSize, bufp: bp}, nil
+	return &messageWriter{c: c, ctx: ctx, op: op, buf: buf[:0], limit: int(c.wbufSize), bufp: bp}, nil
 }
 
 type messageWriter struct {

@@ -85,7 +85,7 @@ func (c *Conn) writeMessageLocked(op Opcode, p []byte, buffer bool) error {
 	dst := c.flushCtrl(c.wbuf)
 	var vec bool
 	var err error
-	if c.vectored && len(p) >= vectoredWriteMin && (!buffer || len(dst)+len(p)+MaxHeaderSize > c.wbufSize) {
+	if c.vectored && len(p) >= vectoredWriteMin && (!buffer || len(dst)+len(p)+MaxHeaderSize > int(c.wbufSize)) {
 		// A plain server frame: the payload goes out as it is.
 		dst, vec, err = c.p.AppendMessageHeader(dst, op, len(p))
 	}
@@ -98,7 +98,7 @@ func (c *Conn) writeMessageLocked(op Opcode, p []byte, buffer bool) error {
 		c.flushLocked() // what was buffered still goes out
 		return err
 	}
-	if buffer && !vec && len(c.wbuf) < c.wbufSize {
+	if buffer && !vec && len(c.wbuf) < int(c.wbufSize) {
 		c.buffered.Store(true)
 		return nil
 	}
@@ -179,10 +179,12 @@ func (c *Conn) writePreparedLocked(ms []*PreparedMessage) error {
 	}
 	c.wbuf = c.flushCtrl(c.wbuf) // buffered frames and pongs first
 	c.buffered.Store(false)
+	// While everything is one buffer (one message, or frames back to back,
+	// nothing buffered before them) it is one, not a vector: one write,
+	// and a connection that only ever wrote that (a greeting) keeps no
+	// vector (issue 13).
+	one := c.wbuf
 	bufs := c.bufs[:0]
-	if len(c.wbuf) > 0 {
-		bufs = append(bufs, c.wbuf)
-	}
 	c.pmu.Lock()
 	for _, m := range ms {
 		f, err := c.p.PreparedFrame(m)
@@ -194,13 +196,28 @@ func (c *Conn) writePreparedLocked(ms []*PreparedMessage) error {
 		}
 		// Frames that lie back to back in memory (AppendPreparedMessage
 		// into one buffer) go out as one buffer.
-		if k := len(bufs) - 1; k >= 0 && adjacent(bufs[k], f) {
+		switch k := len(bufs) - 1; {
+		case k < 0 && len(one) == 0:
+			one = f
+		case k < 0 && adjacent(one, f):
+			one = one[:len(one)+len(f)]
+		case k < 0:
+			bufs = append(bufs, one, f)
+		case adjacent(bufs[k], f):
 			bufs[k] = bufs[k][:len(bufs[k])+len(f)]
-		} else {
+		default:
 			bufs = append(bufs, f)
 		}
 	}
 	c.pmu.Unlock()
+	if len(bufs) == 0 {
+		if len(one) == 0 {
+			return nil
+		}
+		err := c.writeLocked(one)
+		c.wbuf = c.wbuf[:0]
+		return err
+	}
 	c.bufs = bufs
 	if _, ok := c.nc.(*tls.Conn); ok {
 		// TLS seals each Write in its own records: one buffer is cheaper.

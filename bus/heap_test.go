@@ -1,0 +1,113 @@
+package bus
+
+import (
+	"bufio"
+	"cmp"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// serverHeap returns the heap the live objects allocated on the server's
+// side hold (the listener's accept, net/http's connection goroutine with
+// the upgrade, the poller and the sessions' readers and writers), from the
+// heap profile, and the biggest allocation sites. runtime.MemProfileRate
+// must have been 1 since before those objects were allocated.
+func serverHeap() (total int64, sites []string) {
+	// Three collections: the pools' contents go in two, and the profile is
+	// that of the last completed cycle.
+	for range 3 {
+		runtime.GC()
+	}
+	var recs []runtime.MemProfileRecord
+	for {
+		n, ok := runtime.MemProfile(recs, false)
+		if ok {
+			recs = recs[:n]
+			break
+		}
+		recs = make([]runtime.MemProfileRecord, n+50)
+	}
+	bySite := map[string]int64{}
+	for i := range recs {
+		r := &recs[i]
+		if r.InUseBytes() == 0 {
+			continue
+		}
+		server, site := false, ""
+		frames := runtime.CallersFrames(r.Stack())
+		for {
+			f, more := frames.Next()
+			fn := f.Function
+			if site == "" && !strings.HasPrefix(fn, "runtime.") && !strings.HasPrefix(fn, "internal/") {
+				site = fmt.Sprintf("%s:%d", fn, f.Line)
+			}
+			if strings.HasPrefix(fn, "net/http.(*Server).Serve") || strings.HasPrefix(fn, "net/http.(*conn).serve") ||
+				strings.HasPrefix(fn, "github.com/ovbus/ovbus/bus.(*poller)") || strings.HasPrefix(fn, "github.com/ovbus/ovbus/bus.(*session)") {
+				server = true
+			}
+			if !more {
+				break
+			}
+		}
+		if server {
+			total += r.InUseBytes()
+			bySite[site] += r.InUseBytes()
+		}
+	}
+	for s, b := range bySite {
+		sites = append(sites, fmt.Sprintf("%8d B  %s", b, s))
+	}
+	slices.SortFunc(sites, func(a, b string) int { return cmp.Compare(b, a) })
+	return total, sites
+}
+
+// maxIdleSessionHeap is the most heap an idle plain session may hold on
+// the server, everything it needs counted (issue 13): the session with its
+// follower (352 bytes), the ws.Conn (320), its Protocol (192), its rawIO
+// (128, and 16 for its write callback; the read state is back in its pool),
+// the accepted socket's net objects (about 330: the netFD, two addresses,
+// the remote address string) and its share of the server's sessions, the
+// poller's map and the hub's followers and sleepers (about 60, more while a
+// map grows). That is about 1 420 bytes; the bound leaves some 80 for the
+// maps' growth and the runtime's timers, less than any of the pieces issue
+// 13 took out (the done channel alone was 112). On f74b7f1 an idle session
+// held 1 840 bytes here.
+const maxIdleSessionHeap = 1500
+
+// TestIdleSessionHeap: an idle session on the poll path holds at most
+// maxIdleSessionHeap bytes of heap. The figure is the heap profile's, of
+// the live objects allocated on the server's side, divided by the
+// sessions: a memory bound, the same under the race detector (which
+// changes no object's size).
+func TestIdleSessionHeap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens many connections")
+	}
+	if pollDisabled {
+		t.Skip("the portable path: each session's reader goroutine waits holding its read state; the bound is the poll path's")
+	}
+	old := runtime.MemProfileRate
+	runtime.MemProfileRate = 1
+	defer func() { runtime.MemProfileRate = old }()
+	const n = 2000
+	s, _ := testServer(t, Options{})
+	base := runtime.NumGoroutine()
+	before, _ := serverHeap()
+	brs := make([]*bufio.Reader, n)
+	for i := range brs {
+		_, brs[i] = rawDial(t, s)
+	}
+	waitFor(t, "every session", 10*time.Second, func() bool { return s.Clients() == n })
+	waitGoroutines(t, base, n)
+	after, sites := serverHeap()
+	per := float64(after-before) / n
+	t.Logf("%.0f bytes of heap per idle session (%d sessions); the biggest sites:\n%s", per, n, strings.Join(sites[:min(len(sites), 25)], "\n"))
+	if per > maxIdleSessionHeap {
+		t.Errorf("%.0f bytes of heap per idle session, want at most %d", per, maxIdleSessionHeap)
+	}
+	runtime.KeepAlive(brs)
+}

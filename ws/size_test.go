@@ -1,0 +1,30 @@
+package ws
+
+import (
+	"testing"
+	"unsafe"
+)
+
+// TestIdleSizes: what an idle connection keeps of ws stays in the size
+// classes issue 13 brought it to (on 64-bit systems): a Conn, its Protocol
+// and, on a plain socket on Linux, its rawIO (whose read state goes back
+// to a pool while idle). A field that pushes one into the next class costs
+// every idle connection the difference: make room first (rarely used
+// state belongs in connExtra).
+func TestIdleSizes(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("the classes are those of 64-bit systems")
+	}
+	for _, s := range []struct {
+		name      string
+		size, max uintptr
+	}{
+		{"Conn", unsafe.Sizeof(Conn{}), 320},
+		{"Protocol", unsafe.Sizeof(Protocol{}), 192},
+		{"rawIO", unsafe.Sizeof(rawIO{}), 128},
+	} {
+		if s.size > s.max {
+			t.Errorf("%s is %d bytes, more than its size class of %d", s.name, s.size, s.max)
+		}
+	}
+}
