@@ -19,19 +19,27 @@ import (
 func TestMaxInflightBytes(t *testing.T) {
 	const size = 600 << 10
 	s, url := testServer(t, Options{MaxMsgSize: 1 << 20, MaxInflightBytes: 1 << 20})
-	a, b := dial(t, url, nil), dial(t, url, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// a sends its message by hand, so that the test knows what the bus has
+	// of it: all but the last byte in a first frame. Which of two messages
+	// read at once the Budget refuses is a race (each is charged as its
+	// bytes arrive), so b starts only once all of a's first frame is
+	// charged; then only b's can be the one that does not fit.
+	a, _ := rawDial(t, s)
+	cl := ws.NewProtocol(ws.Config{Role: ws.RoleClient})
+	b, c := dial(t, url, nil), dial(t, url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	w, err := a.Writer(ctx, ws.OpBinary)
+	big := bytes.Repeat([]byte("x"), size)
+	first, err := cl.AppendFrame(nil, ws.OpBinary, big[:size-1], false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	big := bytes.Repeat([]byte("x"), size)
-	w.Write(big[:size-1]) // all but the last frame
-	// b's message is refused only if it does not fit beside what a holds:
-	// wait until a holds more than the budget minus b's message (its bytes
-	// arrive frame by frame; all but one buffered frame are sent).
-	for s.inflight.InUse() <= (1<<20)-size {
+	wrote := make(chan error, 1)
+	go func() { // it fills the socket before the bus reads it
+		_, err := a.Write(first)
+		wrote <- err
+	}()
+	for s.inflight.InUse() < size-1 {
 		if ctx.Err() != nil {
 			t.Fatalf("in flight %d bytes", s.inflight.InUse())
 		}
@@ -66,11 +74,17 @@ func TestMaxInflightBytes(t *testing.T) {
 	if m := scrape(t, s); !strings.Contains(m, `ovbus_closes_total{reason="overloaded"} 1`) || !strings.Contains(m, `ovbus_closes_total{reason="protocol_error"} 0`) {
 		t.Errorf("closes_total: want overloaded 1, protocol_error 0")
 	}
-	w.Write(big[size-1:])
-	if err := w.Close(); err != nil {
+	if err := <-wrote; err != nil {
 		t.Fatal(err)
 	}
-	expect(t, ws.OpBinary, big, a)
+	last, err := cl.AppendFrame(nil, ws.OpContinuation, big[size-1:], true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Write(last); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, ws.OpBinary, big, c)
 	for s.inflight.InUse() != 0 {
 		if ctx.Err() != nil {
 			t.Fatalf("in flight %d bytes after the message was relayed", s.inflight.InUse())

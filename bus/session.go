@@ -142,9 +142,9 @@ func (c *session) finish(reason string, code ws.StatusCode, detail string, attrs
 		first = true
 		c.f.stopped.Store(true)
 		c.s.hub.leave(&c.f)
-		c.wakeWriter() // a writer asleep in the hub ends the writer side
+		c.wakeWriter()       // a writer asleep in the hub ends the writer side
+		c.s.m.closed(reason) // counted before it is listed: a reader of RecentCloses finds it in the metrics
 		c.s.removeSession(c, CloseInfo{Session: c.info(), Closed: time.Now(), Reason: reason, Code: code, Detail: detail})
-		c.s.m.closed(reason)
 		lvl := slog.LevelDebug
 		msg := "Client disconnected"
 		switch reason {
