@@ -352,8 +352,8 @@ func TestValidUTF8Lengths(t *testing.T) {
 // and a byte >= 0x80 at every position (or none): b[:i] is ASCII, and the
 // first such byte is within 32 bytes after i.
 func TestASCIIPrefix(t *testing.T) {
-	buf := make([]byte, 208)
-	for n := 0; n <= 200; n++ {
+	buf := make([]byte, 308)
+	for n := 0; n <= 300; n++ { // every path of asciiPrefixAsm, up to its 256-byte one and beyond
 		for at := -1; at < n; at++ {
 			for off := 0; off < 8; off += 7 { // also at an odd address
 				b := buf[off : off+n]
