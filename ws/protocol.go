@@ -1030,10 +1030,10 @@ func smallFrameMax(client bool) int {
 // minimal number of bytes (RFC 6455 §5.2); the choice is made without a
 // jump, since n varies from frame to frame.
 func smallHeader(b0 byte, n int, masked bool, key uint32) (w uint64, hs int) {
-	w, hs = uint64(b0)|uint64(n)<<8, 2
-	if n > 125 {
-		w, hs = uint64(b0)|126<<8|uint64(n>>8&0xFF)<<16|uint64(n&0xFF)<<24, 4
-	}
+	e := (125 - n) >> 63 & 1 // n > 125: a 16-bit length
+	long := 126 | uint64(n>>8&0xFF)<<8 | uint64(n&0xFF)<<16
+	w = uint64(b0) | (uint64(n)^((uint64(n)^long)&-uint64(e)))<<8
+	hs = 2 + 2*e
 	if masked {
 		w |= bitMask<<8 | uint64(key)<<(8*hs)
 		hs += 4
