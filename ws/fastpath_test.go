@@ -15,7 +15,12 @@ import (
 // random chunks; and validUTF8 agrees with the incremental UTF8Validator.
 
 // recvState is the receive-side state that the fast path must leave as the
-// general path does.
+// general path does. The state of a frame (hdr, remaining, maskPos) counts
+// only while the frame is being received, the state of a message (msgOp,
+// msgCompressed, utf8; msgSize of an uncompressed message) only while the
+// message is open or being inflated, and neither after a failure or a Close frame: nothing reads it
+// then, and the fast path does not write it for a frame and message that
+// end where they start.
 type recvState struct {
 	st                                State
 	r, buffered                       int
@@ -30,12 +35,21 @@ type recvState struct {
 }
 
 func snapshot(p *Protocol) recvState {
-	return recvState{
-		st: p.State(), r: p.r, buffered: p.Buffered(), inFrame: p.inFrame, hdr: p.hdr,
-		remaining: p.remaining, maskPos: p.maskPos, msgOpen: p.msgOpen,
-		msgCompressed: p.msgCompressed, inflating: p.inflating, msgOp: p.msgOp,
-		msgSize: p.msgSize, utf8: p.utf8,
+	s := recvState{st: p.State(), r: p.r, buffered: p.Buffered()}
+	if s.st == StateClosed || s.st == StateCloseReceived {
+		return s
 	}
+	s.inFrame, s.msgOpen, s.inflating = p.inFrame, p.msgOpen, p.inflating
+	if p.inFrame {
+		s.hdr, s.remaining, s.maskPos = p.hdr, p.remaining, p.maskPos
+	}
+	if p.msgOpen || p.inflating {
+		s.msgOp, s.msgCompressed, s.utf8 = p.msgOp, p.msgCompressed, p.utf8
+		if !p.msgCompressed {
+			s.msgSize = p.msgSize // counted for uncompressed messages only
+		}
+	}
+	return s
 }
 
 // lockstep feeds data in the chunks chunk draws (nil: whole) to a Protocol
@@ -338,8 +352,8 @@ func TestValidUTF8Lengths(t *testing.T) {
 // and a byte >= 0x80 at every position (or none): b[:i] is ASCII, and the
 // first such byte is within 32 bytes after i.
 func TestASCIIPrefix(t *testing.T) {
-	buf := make([]byte, 208)
-	for n := 0; n <= 200; n++ {
+	buf := make([]byte, 308)
+	for n := 0; n <= 300; n++ { // every path of asciiPrefixAsm, up to its 256-byte one and beyond
 		for at := -1; at < n; at++ {
 			for off := 0; off < 8; off += 7 { // also at an odd address
 				b := buf[off : off+n]

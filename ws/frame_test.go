@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
 	"testing"
 )
 
@@ -100,6 +101,66 @@ func TestOpcodeString(t *testing.T) {
 		}
 		if op.String() == "" {
 			t.Error("empty string")
+		}
+	}
+}
+
+// TestAppendMessageMatchesAppendHeader: the frames AppendMessage and
+// AppendFrame encode themselves (smallHeader) are the header AppendHeader
+// writes followed by the payload, masked with the key in the header, for
+// every length around the encodings' limits and behind bytes already in
+// dst.
+func TestAppendMessageMatchesAppendHeader(t *testing.T) {
+	var sizes []int
+	for n := 0; n <= 300; n++ {
+		sizes = append(sizes, n)
+	}
+	sizes = append(sizes, 16<<10-1, 16<<10, 16<<10+1, 0xFFFF, 0x10000, 0x10001)
+	payload := make([]byte, 0x10001)
+	for i := range payload {
+		payload[i] = byte(i*7 + 1)
+	}
+	for _, role := range []Role{RoleServer, RoleClient} {
+		p := NewProtocol(Config{Role: role})
+		for _, n := range sizes {
+			for _, fin := range []bool{true, false} {
+				prefix := []byte("xyz")
+				var got []byte
+				var err error
+				op := OpText
+				if fin {
+					got, err = p.AppendMessage(prefix, OpBinary, payload[:n])
+					op = OpBinary
+				} else {
+					got, err = p.AppendFrame(prefix, OpText, payload[:n], false)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got[:3], prefix) {
+					t.Fatalf("%v %d: prefix overwritten", role, n)
+				}
+				h, hn, err := ParseHeader(got[3:])
+				if err != nil || hn == 0 {
+					t.Fatalf("%v %d: %v", role, n, err)
+				}
+				want := Header{Fin: fin, Op: op, Length: int64(n), Masked: role == RoleClient, Mask: h.Mask}
+				if h != want || !bytes.Equal(got[3:3+hn], AppendHeader(nil, want)) {
+					t.Fatalf("%v %d: header %+v % x, want %+v", role, n, h, got[3:3+hn], want)
+				}
+				body := slices.Clone(got[3+hn:])
+				if h.Masked {
+					MaskBytes(h.Mask, 0, body)
+				}
+				if !bytes.Equal(body, payload[:n]) {
+					t.Fatalf("%v %d: payload differs", role, n)
+				}
+				if !fin {
+					if _, err := p.AppendFrame(nil, OpContinuation, nil, true); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 		}
 	}
 }

@@ -13,8 +13,9 @@
 // last over the end. Below 16 bytes the same with 8, then 4 bytes, and the
 // last 0-3 bytes one by one. Few branches depend on n, which varies from
 // frame to frame. From 32 bytes on, when the CPU has AVX2 (useAVX2), the
-// same with 32-byte registers: 32 bytes at a time (128 from 256 bytes on),
-// the last 32 stored last.
+// same with 32-byte registers: up to 256 bytes without a loop (2, 4 or 8
+// blocks, from the start and from the end, all loaded before the first
+// store); above, 128 bytes at a time, then 32, the last 32 stored last.
 TEXT ·maskXOR(SB), NOSPLIT, $0-28
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
@@ -84,11 +85,69 @@ avx2:
 	VPBROADCASTD X0, Y0
 	MOVQ         BX, X6
 	VPBROADCASTD X6, Y6
+	// Up to 256 bytes without a loop: blocks from the start masked with
+	// the key (their offsets are multiples of 32) and as many ending at n
+	// masked with the key turned to n; every block is loaded before the
+	// first store, so in place the overlaps are masked once, from the input.
+	CMPQ CX, $64
+	JA   avx2over64
+	VMOVDQU 0(SI), Y1
+	VMOVDQU -32(SI)(CX*1), Y2
+	VPXOR   Y0, Y1, Y1
+	VPXOR   Y6, Y2, Y2
+	VMOVDQU Y1, 0(DI)
+	VMOVDQU Y2, -32(DI)(CX*1)
+	VZEROUPPER
+	RET
+avx2over64:
+	CMPQ CX, $128
+	JA   avx2over128
+	VMOVDQU 0(SI), Y1
+	VMOVDQU 32(SI), Y2
+	VMOVDQU -64(SI)(CX*1), Y3
+	VMOVDQU -32(SI)(CX*1), Y4
+	VPXOR   Y0, Y1, Y1
+	VPXOR   Y0, Y2, Y2
+	VPXOR   Y6, Y3, Y3
+	VPXOR   Y6, Y4, Y4
+	VMOVDQU Y1, 0(DI)
+	VMOVDQU Y2, 32(DI)
+	VMOVDQU Y3, -64(DI)(CX*1)
+	VMOVDQU Y4, -32(DI)(CX*1)
+	VZEROUPPER
+	RET
+avx2over128:
+	CMPQ CX, $256
+	JA   avx2loop
+	VMOVDQU 0(SI), Y1
+	VMOVDQU 32(SI), Y2
+	VMOVDQU 64(SI), Y3
+	VMOVDQU 96(SI), Y4
+	VMOVDQU -128(SI)(CX*1), Y7
+	VMOVDQU -96(SI)(CX*1), Y8
+	VMOVDQU -64(SI)(CX*1), Y9
+	VMOVDQU -32(SI)(CX*1), Y10
+	VPXOR   Y0, Y1, Y1
+	VPXOR   Y0, Y2, Y2
+	VPXOR   Y0, Y3, Y3
+	VPXOR   Y0, Y4, Y4
+	VPXOR   Y6, Y7, Y7
+	VPXOR   Y6, Y8, Y8
+	VPXOR   Y6, Y9, Y9
+	VPXOR   Y6, Y10, Y10
+	VMOVDQU Y1, 0(DI)
+	VMOVDQU Y2, 32(DI)
+	VMOVDQU Y3, 64(DI)
+	VMOVDQU Y4, 96(DI)
+	VMOVDQU Y7, -128(DI)(CX*1)
+	VMOVDQU Y8, -96(DI)(CX*1)
+	VMOVDQU Y9, -64(DI)(CX*1)
+	VMOVDQU Y10, -32(DI)(CX*1)
+	VZEROUPPER
+	RET
+avx2loop:
 	VMOVDQU      -32(SI)(CX*1), Y5
 	VPXOR        Y6, Y5, Y5
-	CMPQ         CX, $256
-	JB           loop32
-
 loop128:
 	VMOVDQU 0(SI), Y1
 	VMOVDQU 32(SI), Y2

@@ -11,7 +11,8 @@
 // before; below 16 bytes the same with 8 bytes, then one at a time. From
 // 32 bytes on, when the CPU has AVX2 (useAVX2), blocks of 64, then 32 bytes
 // (VPMOVMSKB), the last 32 overlapping, and i is the first byte >= 0x80
-// itself.
+// itself; up to 256 bytes, the OR of 2, 4 or 8 blocks from the start and
+// the end answers without a loop when all are ASCII.
 TEXT ·asciiPrefixAsm(SB), NOSPLIT, $0-24
 	MOVQ p+0(FP), SI
 	MOVQ n+8(FP), CX
@@ -41,6 +42,52 @@ loop16:
 	JMP      done
 
 avx2:
+	// Up to 256 bytes all ASCII without a loop: the OR of blocks from the
+	// start and from the end (2, 4 or 8, overlapping); when a byte >= 0x80
+	// is among them, the loops below find the first.
+	CMPQ    CX, $64
+	JA      avx2over64
+	VMOVDQU 0(SI), Y0
+	VMOVDQU -32(SI)(CX*1), Y1
+	VPOR    Y0, Y1, Y1
+	JMP     avx2test
+avx2over64:
+	CMPQ    CX, $128
+	JA      avx2over128
+	VMOVDQU 0(SI), Y0
+	VMOVDQU 32(SI), Y1
+	VMOVDQU -64(SI)(CX*1), Y2
+	VMOVDQU -32(SI)(CX*1), Y3
+	VPOR    Y0, Y1, Y1
+	VPOR    Y2, Y3, Y3
+	VPOR    Y1, Y3, Y1
+	JMP     avx2test
+avx2over128:
+	CMPQ    CX, $256
+	JA      loop64
+	VMOVDQU 0(SI), Y0
+	VMOVDQU 32(SI), Y1
+	VMOVDQU 64(SI), Y2
+	VMOVDQU 96(SI), Y3
+	VPOR    Y0, Y1, Y1
+	VPOR    Y2, Y3, Y3
+	VMOVDQU -128(SI)(CX*1), Y0
+	VMOVDQU -96(SI)(CX*1), Y2
+	VPOR    Y0, Y1, Y1
+	VPOR    Y2, Y3, Y3
+	VMOVDQU -64(SI)(CX*1), Y0
+	VMOVDQU -32(SI)(CX*1), Y2
+	VPOR    Y0, Y1, Y1
+	VPOR    Y2, Y3, Y3
+	VPOR    Y1, Y3, Y1
+avx2test:
+	VPMOVMSKB Y1, BX
+	TESTL     BX, BX
+	JNZ       avx2find
+	VZEROUPPER
+	MOVQ      CX, AX
+	JMP       done
+avx2find:
 	CMPQ CX, $64
 	JB   loop32
 
