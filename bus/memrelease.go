@@ -35,7 +35,13 @@ import (
 //
 // The bus then waits until the burst is over: no such message has started
 // or grown (Budget.Charged unchanged, at most releaseLow held) and no
-// handshake was made for releaseQuiet. It releases only when that is worth
+// handshake was made for releaseQuiet; and until no fan-out is under way
+// (every follower of the log has fetched up to its head, hub.fanningOut),
+// because a release is two collections of the whole heap: done while
+// thousands of clients are being written to, it is paid by that fan-out's
+// deliveries (after 10 000 handshakes, a large part of the server CPU of
+// the next 100 messages to all of them, issue 13) and delays them. A bus whose
+// clients keep up is between fan-outs most of the time. It releases only when that is worth
 // a collection, whose cost is in proportion to the live heap (a heap of many
 // idle connections is not walked for a small burst): the messages charged at
 // least an eighth of the live heap, or the memory the heap holds (mapped and
@@ -73,6 +79,7 @@ type memRelease struct {
 	count    atomic.Uint64 // releases
 	skipped  atomic.Uint64 // message bursts too small against the live heap
 	accepted atomic.Uint64 // releases after handshakes (a subset of count)
+	deferred atomic.Uint64 // looks that found the burst over but a fan-out under way
 
 	// minAccepts and minGrowth replace releaseMinAccepts and releaseMinBurst
 	// for the handshake trigger when not 0 (tests).
@@ -130,6 +137,10 @@ func (s *Server) releaseMemory() {
 			// (a timer every releaseQuiet while large messages or
 			// handshakes keep coming, nothing once they stop).
 			continue
+		}
+		if s.hub.fanningOut() {
+			s.mem.deferred.Add(1)
+			continue // look again once the followers have caught up
 		}
 		burst, handshakes := s.mem.pending.Swap(0), int64(0)
 		if accepts >= s.mem.acceptsWanted() {

@@ -81,3 +81,36 @@ func TestMemoryReleasedAfterHandshakes(t *testing.T) {
 		t.Errorf("%d handshakes left counted after the release", got)
 	}
 }
+
+// TestMemoryReleaseWaitsForFanOut: a release after handshakes waits while
+// a fan-out is under way (a follower has not fetched up to the head of the
+// log), however long the handshakes have been over, and comes once every
+// follower has caught up.
+func TestMemoryReleaseWaitsForFanOut(t *testing.T) {
+	const n = 16
+	s, url := testServerSet(t, Options{}, func(s *Server) {
+		s.mem.minAccepts = n
+		s.mem.minGrowth = math.MinInt64 // whatever the heap did
+	})
+	fl := s.Follow(FollowOptions{Name: "behind"})
+	defer fl.Close()
+	if err := s.EmitRaw(ws.OpText, []byte(`{"type":"fan.out","data":{},"context":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		dial(t, url, nil)
+	}
+	waitFor(t, "the releaser to put the release off", 60*time.Second, func() bool { return s.mem.deferred.Load() >= 2 })
+	if got := s.mem.count.Load(); got != 0 {
+		t.Fatalf("%d releases while a follower had not fetched the head", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if fs, err := fl.Next(ctx, make([]Frame, 0, 4)); err != nil || len(fs) != 1 {
+		t.Fatalf("Next: %d frames, %v", len(fs), err)
+	}
+	waitFor(t, "the release", 60*time.Second, func() bool { return s.mem.count.Load() == 1 })
+	if s.mem.accepted.Load() != 1 {
+		t.Error("the release is not counted as one after handshakes")
+	}
+}
