@@ -35,8 +35,9 @@ import (
 //
 // The bus then waits until the burst is over: no such message has started
 // or grown (Budget.Charged unchanged, at most releaseLow held) and no
-// handshake was made for releaseQuiet; and until no fan-out is under way
-// (every follower of the log has fetched up to its head, hub.fanningOut),
+// handshake was made for releaseQuiet; and until the fan-out pauses (no
+// frame was appended to the log for releaseQuiet, and every follower has
+// fetched up to its head, hub.fanningOut),
 // because a release is two collections of the whole heap: done while
 // thousands of clients are being written to, it is paid by that fan-out's
 // deliveries (after 10 000 handshakes, a large part of the server CPU of
@@ -118,7 +119,7 @@ func (m *memRelease) due() bool {
 // releases the memory of the bursts noted meanwhile.
 func (s *Server) releaseMemory() {
 	for {
-		charged, accepts := s.inflight.Charged(), s.mem.accepts.Load()
+		charged, accepts, head := s.inflight.Charged(), s.mem.accepts.Load(), s.hub.head.Load()
 		wait := releaseQuiet
 		if last := s.mem.last.Load(); last != 0 {
 			gap := max(releaseInterval, releaseShare*time.Duration(s.mem.took.Load()))
@@ -138,9 +139,9 @@ func (s *Server) releaseMemory() {
 			// handshakes keep coming, nothing once they stop).
 			continue
 		}
-		if s.hub.fanningOut() {
+		if s.hub.head.Load() != head || s.hub.fanningOut() {
 			s.mem.deferred.Add(1)
-			continue // look again once the followers have caught up
+			continue // look again once the fan-outs have paused
 		}
 		burst, handshakes := s.mem.pending.Swap(0), int64(0)
 		if accepts >= s.mem.acceptsWanted() {
