@@ -35,14 +35,15 @@ import (
 //
 // The bus then waits until the burst is over: no such message has started
 // or grown (Budget.Charged unchanged, at most releaseLow held) and no
-// handshake was made for releaseQuiet; and until the fan-out pauses (no
-// frame was appended to the log for releaseQuiet, and every follower has
-// fetched up to its head, hub.fanningOut),
-// because a release is two collections of the whole heap: done while
-// thousands of clients are being written to, it is paid by that fan-out's
-// deliveries (after 10 000 handshakes, a large part of the server CPU of
-// the next 100 messages to all of them, issue 13) and delays them. A bus whose
-// clients keep up is between fan-outs most of the time. It releases only when that is worth
+// handshake was made for releaseQuiet; and until the fan-out pauses: no
+// frame was appended to the log for releaseQuiet, every follower has
+// fetched up to its head (hub.fanningOut) and every client has been written
+// up to it (Server.flushed), for the writes of a fan-out go on long after
+// its last fetch. A release is two collections of the whole heap: done
+// while thousands of clients are being written to, it is paid by that
+// fan-out's deliveries and delays them (after 10 000 handshakes it landed
+// in the next fan-out to all of them, issue 13); a bus whose clients keep
+// up is between fan-outs most of the time. It releases only when that is worth
 // a collection, whose cost is in proportion to the live heap (a heap of many
 // idle connections is not walked for a small burst): the messages charged at
 // least an eighth of the live heap, or the memory the heap holds (mapped and
@@ -139,7 +140,7 @@ func (s *Server) releaseMemory() {
 			// handshakes keep coming, nothing once they stop).
 			continue
 		}
-		if s.hub.head.Load() != head || s.hub.fanningOut() {
+		if h := s.hub.head.Load(); h != head || s.hub.fanningOut() || !s.flushed(h) {
 			s.mem.deferred.Add(1)
 			continue // look again once the fan-outs have paused
 		}
