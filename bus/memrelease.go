@@ -35,11 +35,11 @@ import (
 //
 // The bus then waits until the burst is over: no such message has started
 // or grown (Budget.Charged unchanged, at most releaseLow held) and no
-// handshake was made for releaseQuiet; and until the fan-out pauses: no
-// frame was appended to the log for releaseQuiet, every follower has
-// fetched up to its head (hub.fanningOut) and every client has been written
-// up to it (Server.flushed), for the writes of a fan-out go on long after
-// its last fetch. A release is two collections of the whole heap: done
+// handshake was made for releaseQuiet; and until the fan-out has paused
+// for releaseQuiet: every follower had fetched up to the head of the log
+// (hub.fanningOut) and every client had been written up to it
+// (Server.flushed, for the writes of a fan-out go on long after its last
+// fetch) at the start of that time, and no frame was appended since. A release is two collections of the whole heap: done
 // while thousands of clients are being written to, it is paid by that
 // fan-out's deliveries and delays them (after 10 000 handshakes it landed
 // in the next fan-out to all of them, issue 13); a bus whose clients keep
@@ -121,6 +121,7 @@ func (m *memRelease) due() bool {
 func (s *Server) releaseMemory() {
 	for {
 		charged, accepts, head := s.inflight.Charged(), s.mem.accepts.Load(), s.hub.head.Load()
+		idle := !s.hub.fanningOut() && s.flushed(head) // the fan-out is over from the start of the wait
 		wait := releaseQuiet
 		if last := s.mem.last.Load(); last != 0 {
 			gap := max(releaseInterval, releaseShare*time.Duration(s.mem.took.Load()))
@@ -140,7 +141,7 @@ func (s *Server) releaseMemory() {
 			// handshakes keep coming, nothing once they stop).
 			continue
 		}
-		if h := s.hub.head.Load(); h != head || s.hub.fanningOut() || !s.flushed(h) {
+		if !idle || s.hub.head.Load() != head {
 			s.mem.deferred.Add(1)
 			continue // look again once the fan-outs have paused
 		}
