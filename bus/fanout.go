@@ -858,6 +858,21 @@ func (h *hub) sleep(f *follower, cursor uint64) bool {
 	return true
 }
 
+// fanningOut reports whether some follower has not fetched up to the head
+// of the log: a fan-out is under way (the memory releaser waits for its
+// end, memrelease.go). It looks at every follower, under the lock.
+func (h *hub) fanningOut() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	head := h.head.Load()
+	for _, f := range h.followers {
+		if f.cursor.Load() < head {
+			return true
+		}
+	}
+	return false
+}
+
 // retained returns how many messages the log keeps and the bytes they hold:
 // plain frames (whole shared segments) plus compressed copies.
 func (h *hub) retained() (msgs uint64, size int64) {

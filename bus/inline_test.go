@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ovbus/ovbus/ws"
 )
@@ -85,4 +86,50 @@ func TestWakerRounds(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestWriteInlineSleepsWhenCaughtUp: a batch the waker writes that leaves
+// the session at the head of the log puts its follower to sleep in the
+// same call (writeInline reports no need to come back, and the session has
+// no writer any more), instead of in the waker's next round; the client
+// gets the frame.
+func TestWriteInlineSleepsWhenCaughtUp(t *testing.T) {
+	s, url := testServer(t, Options{})
+	cl := dial(t, url, nil)
+	var c *session
+	s.mu.Lock()
+	for _, sc := range s.sessions {
+		c = sc
+	}
+	s.mu.Unlock()
+	h := s.hub
+	sleeping := func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return c.f.sleepIdx >= 0
+	}
+	waitFor(t, "the session's writer to sleep", 60*time.Second, func() bool { return sleeping() && c.wpend.Load() == 0 })
+	// Be c's writer (wpend 1): the publish's wake then starts none and
+	// leaves the frame to it (wake: "a writer runs: it sees the wake").
+	if !c.wpend.CompareAndSwap(0, 1) {
+		t.Fatal("a writer started with nothing published")
+	}
+	msg := []byte(`{"type":"t","data":{}}`)
+	if err := s.Publish(ws.OpText, msg, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the publish's wake", 60*time.Second, func() bool { return !sleeping() && c.wpend.Load() == 2 })
+	c.wpend.Store(1) // the wake was seen: by this writer, below
+	if again := c.writeInline(); again {
+		for c.writeInline() { // as the waker would, so that the server can stop
+		}
+		t.Fatal("writeInline asks to be called again with the log written up to its head")
+	}
+	if !sleeping() || c.wpend.Load() != 0 {
+		t.Fatalf("after writeInline: asleep %v, wpend %d; want asleep with no writer", sleeping(), c.wpend.Load())
+	}
+	if got := c.written.Load(); got != h.head.Load() {
+		t.Fatalf("written up to %d, head %d", got, h.head.Load())
+	}
+	expect(t, ws.OpText, msg, cl)
 }

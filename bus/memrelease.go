@@ -35,7 +35,15 @@ import (
 //
 // The bus then waits until the burst is over: no such message has started
 // or grown (Budget.Charged unchanged, at most releaseLow held) and no
-// handshake was made for releaseQuiet. It releases only when that is worth
+// handshake was made for releaseQuiet; and until the fan-out has paused
+// for releaseQuiet: every follower had fetched up to the head of the log
+// (hub.fanningOut) and every client had been written up to it
+// (Server.flushed, for the writes of a fan-out go on long after its last
+// fetch) at the start of that time, and no frame was appended since. A release is two collections of the whole heap: done
+// while thousands of clients are being written to, it is paid by that
+// fan-out's deliveries and delays them (after 10 000 handshakes it landed
+// in the next fan-out to all of them, issue 13); a bus whose clients keep
+// up is between fan-outs most of the time. It releases only when that is worth
 // a collection, whose cost is in proportion to the live heap (a heap of many
 // idle connections is not walked for a small burst): the messages charged at
 // least an eighth of the live heap, or the memory the heap holds (mapped and
@@ -73,6 +81,7 @@ type memRelease struct {
 	count    atomic.Uint64 // releases
 	skipped  atomic.Uint64 // message bursts too small against the live heap
 	accepted atomic.Uint64 // releases after handshakes (a subset of count)
+	deferred atomic.Uint64 // looks that found the burst over but a fan-out under way
 
 	// minAccepts and minGrowth replace releaseMinAccepts and releaseMinBurst
 	// for the handshake trigger when not 0 (tests).
@@ -111,7 +120,8 @@ func (m *memRelease) due() bool {
 // releases the memory of the bursts noted meanwhile.
 func (s *Server) releaseMemory() {
 	for {
-		charged, accepts := s.inflight.Charged(), s.mem.accepts.Load()
+		charged, accepts, head := s.inflight.Charged(), s.mem.accepts.Load(), s.hub.head.Load()
+		idle := !s.hub.fanningOut() && s.flushed(head) // the fan-out is over from the start of the wait
 		wait := releaseQuiet
 		if last := s.mem.last.Load(); last != 0 {
 			gap := max(releaseInterval, releaseShare*time.Duration(s.mem.took.Load()))
@@ -130,6 +140,10 @@ func (s *Server) releaseMemory() {
 			// (a timer every releaseQuiet while large messages or
 			// handshakes keep coming, nothing once they stop).
 			continue
+		}
+		if !idle || s.hub.head.Load() != head {
+			s.mem.deferred.Add(1)
+			continue // look again once the fan-outs have paused
 		}
 		burst, handshakes := s.mem.pending.Swap(0), int64(0)
 		if accepts >= s.mem.acceptsWanted() {
