@@ -822,6 +822,9 @@ func (p *Protocol) AppendMessage(dst []byte, op Opcode, payload []byte) ([]byte,
 	// call less): a data frame of up to smallFrameMax bytes, uncompressed,
 	// while data may be sent and no fragmented message is being sent. The
 	// rest, errors included, takes appendMessage in the order of its checks.
+	// The encoding below is appendFrame's small-frame tail, copied on
+	// purpose: shared as a function it does not inline (cost 338) and the
+	// small round trip took 984 → 1 079 instructions (callgrind).
 	n := len(payload)
 	client := p.role == RoleClient
 	if st := p.State(); (op != OpText && op != OpBinary) || p.fl != nil || p.outOpen ||
