@@ -49,6 +49,17 @@ func TestMemoryReleasedAfterBurst(t *testing.T) {
 	}
 }
 
+// releaseAfter starts a server that releases memory after n handshakes
+// (releaseMinAccepts lowered), whatever the heap did since. They are set
+// before Start: the upgrade path reads them.
+func releaseAfter(t *testing.T, n int64, o Options) (*Server, string) {
+	t.Helper()
+	return testServerSet(t, o, func(s *Server) {
+		s.mem.minAccepts = n
+		s.mem.minGrowth = math.MinInt64
+	})
+}
+
 // TestMemoryReleasedAfterHandshakes: once enough handshakes were made
 // (lowered here from releaseMinAccepts) and then none for releaseQuiet, the
 // bus hands the memory back to the OS, counted in
@@ -56,11 +67,7 @@ func TestMemoryReleasedAfterBurst(t *testing.T) {
 // release nothing.
 func TestMemoryReleasedAfterHandshakes(t *testing.T) {
 	const n = 16
-	// Set before Start: the upgrade path reads them.
-	s, url := testServerSet(t, Options{}, func(s *Server) {
-		s.mem.minAccepts = n
-		s.mem.minGrowth = math.MinInt64 // whatever the heap did
-	})
+	s, url := releaseAfter(t, n, Options{})
 	for range n - 1 {
 		dial(t, url, nil)
 	}
@@ -89,10 +96,7 @@ func TestMemoryReleasedAfterHandshakes(t *testing.T) {
 // follower has caught up.
 func TestMemoryReleaseWaitsForFanOut(t *testing.T) {
 	const n = 16
-	s, url := testServerSet(t, Options{}, func(s *Server) {
-		s.mem.minAccepts = n
-		s.mem.minGrowth = math.MinInt64 // whatever the heap did
-	})
+	s, url := releaseAfter(t, n, Options{})
 	fl := s.Follow(FollowOptions{Name: "behind"})
 	defer fl.Close()
 	if err := s.EmitRaw(ws.OpText, []byte(`{"type":"fan.out","data":{},"context":{}}`)); err != nil {
@@ -121,10 +125,7 @@ func TestMemoryReleaseWaitsForFanOut(t *testing.T) {
 // fan-out's writes go on after its fetches), and comes once it has.
 func TestMemoryReleaseWaitsForWrites(t *testing.T) {
 	const n = 16
-	s, url := testServerSet(t, Options{WriteTimeout: time.Minute}, func(s *Server) {
-		s.mem.minAccepts = n
-		s.mem.minGrowth = math.MinInt64 // whatever the heap did
-	})
+	s, url := releaseAfter(t, n, Options{WriteTimeout: time.Minute})
 	// A client that reads nothing for now, with a small receive buffer.
 	stalled := dial(t, url, &ws.DialOptions{MaxMessageSize: 32 << 20, MaxFrameSize: 32 << 20,
 		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
