@@ -427,16 +427,16 @@ func (l *loadRun) windowed(lc *loadConn) {
 	var sent, got int64
 	sending := true
 	deadlineAt := int64(-1 << 62)
+	now := l.now() // one clock reading per echo: its arrival, the next send
 	for {
 		if sending && sent-got < w {
-			t := l.now()
 			for sent-got < w {
-				if !l.moreAt(sent, t) {
+				if !l.moreAt(sent, now) {
 					sending = false
 					break
 				}
 				l.stamp(p, sent)
-				ring[sent%w] = t
+				ring[sent%w] = now
 				if err := lc.c.BufferMessage(op, p); err != nil {
 					l.errs.add("connection: %v", err)
 					return
@@ -448,12 +448,12 @@ func (l *loadRun) windowed(lc *loadConn) {
 		if got == sent {
 			return // nothing more to send, every echo in
 		}
-		if now := l.now(); now-deadlineAt > int64(50*time.Millisecond) {
+		if now-deadlineAt > int64(50*time.Millisecond) {
 			deadlineAt = now
 			l.readDeadline(lc.c, now)
 		}
 		_, b, err := lc.c.ReadMessageInto(bg, buf[:0])
-		now := l.now()
+		now = l.now()
 		if err != nil {
 			l.readFailed(lc, err)
 			return
