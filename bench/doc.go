@@ -13,7 +13,11 @@
 //
 // RunLoad is an echo load test in the manner of ws-tool's load_test: C
 // connections, a payload size, a count or a duration, and a window of
-// messages in flight per connection.
+// messages in flight per connection. With a window above 1 a connection is
+// one goroutine that refills the window after every echo and writes the
+// refill in one system call when it next waits for echoes, as a pipelining
+// client does, so that the client's cost per message stays well below the
+// server's.
 //
 // FanoutSuite and LoadSuite run scenarios against several servers, repeated
 // and interleaved (Schedule), and produce a Report: a table (text or

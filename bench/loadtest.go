@@ -392,10 +392,95 @@ func (l *loadRun) pingPong(lc *loadConn) {
 	}
 }
 
-// windowed keeps up to Window messages in flight: a writer sends while the
-// window has room, the reader times every echo against the send time kept
-// in a ring (an echo server answers in order).
+// lockstepMaxInFlight bounds the bytes a window may hold for windowed's
+// single-goroutine loop, which writes only between reads: if the bytes in
+// flight could fill the network path to the server (this connection's send
+// buffer and the server's receive buffer: at least 128 KiB with the default
+// buffers of Linux, macOS and Windows), a server that writes its echoes
+// from the goroutine that reads (as every echo server here does) would
+// stop reading while the client stopped reading too. A larger window uses
+// windowedSplit, which reads while it writes.
+const lockstepMaxInFlight = 128 << 10
+
+// windowed keeps up to Window messages in flight on one goroutine: it
+// buffers a message for every free slot of the window (BufferMessage),
+// reads an echo, and so on; the buffered messages leave together, in one
+// system call, when the read has to wait for the network. So a connection
+// writes once per burst of echoes it read, as a pipelining client does
+// (redis-benchmark -P, HTTP/1.1 pipelining), instead of once per message,
+// and needs no second goroutine and no hand-off per message: what the
+// client costs per message is small beside what it measures. Every echo is
+// timed against the send time kept in a ring (an echo server answers in
+// order); a message's send time is when it was buffered, so its RTT also
+// holds the client's reading of the echoes that arrived with the one that
+// freed its slot.
 func (l *loadRun) windowed(lc *loadConn) {
+	w := int64(l.cfg.Window)
+	if w*int64(l.cfg.Payload+ws.MaxHeaderSize) > lockstepMaxInFlight {
+		l.windowedSplit(lc)
+		return
+	}
+	ring := make([]int64, w)
+	p := l.newPayload()
+	op := l.op()
+	buf := make([]byte, 0, l.cfg.Payload)
+	var sent, got int64
+	sending := true
+	deadlineAt := int64(-1 << 62)
+	now := l.now() // one clock reading per echo: its arrival, the next send
+	for {
+		if sending && sent-got < w {
+			for sent-got < w {
+				if !l.moreAt(sent, now) {
+					sending = false
+					break
+				}
+				l.stamp(p, sent)
+				ring[sent%w] = now
+				if err := lc.c.BufferMessage(op, p); err != nil {
+					l.errs.add("connection: %v", err)
+					return
+				}
+				sent++
+			}
+			lc.sent.Store(sent)
+		}
+		if got == sent {
+			return // nothing more to send, every echo in
+		}
+		if now-deadlineAt > int64(50*time.Millisecond) {
+			deadlineAt = now
+			l.readDeadline(lc.c, now)
+		}
+		_, b, err := lc.c.ReadMessageInto(bg, buf[:0])
+		now = l.now()
+		if err != nil {
+			l.readFailed(lc, err)
+			return
+		}
+		buf = b
+		if !l.check(b, got) {
+			lc.mismatch++
+		}
+		lc.samples.Add(time.Duration(now - ring[got%w]))
+		got++
+		lc.received.Store(got)
+	}
+}
+
+// moreAt is more for a send at time now (in duration mode).
+func (l *loadRun) moreAt(sent, now int64) bool {
+	if l.sendUntil > 0 {
+		return now < l.sendUntil
+	}
+	return sent < int64(l.cfg.Count)
+}
+
+// windowedSplit is windowed for a window too large for one goroutine
+// (lockstepMaxInFlight): a writer sends while the window has room, one
+// write per message, and the reader times every echo against the send time
+// kept in a ring.
+func (l *loadRun) windowedSplit(lc *loadConn) {
 	w := l.cfg.Window
 	ring := make([]atomic.Int64, w)
 	tokens := make(chan struct{}, w)

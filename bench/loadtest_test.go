@@ -40,6 +40,8 @@ func TestLoadWindowTextAndTinyPayload(t *testing.T) {
 		{Conns: 2, Payload: 64, Count: 200, Window: 16},
 		{Conns: 2, Payload: 64, Count: 200, Window: 8, Text: true},
 		{Conns: 1, Payload: 3, Count: 20, Window: 4}, // too small for a sequence number
+		// Past lockstepMaxInFlight: the reader and the writer are two goroutines.
+		{Conns: 2, Payload: 64 << 10, Count: 20, Window: 4},
 	} {
 		cfg.URL = url
 		r, err := RunLoad(ctxT(t), cfg)

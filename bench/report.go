@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -131,12 +132,16 @@ func pairedRatios(subj, peer *Series, key string) (lo, hi float64, n int) {
 
 // Machine describes where the benchmark ran.
 type Machine struct {
-	CPUs      int     `json:"cpus"`
-	CPUModel  string  `json:"cpu_model"`
-	GoVersion string  `json:"go_version"`
-	OS        string  `json:"os"`
-	Kernel    string  `json:"kernel,omitempty"`
-	LoadAvg   float64 `json:"loadavg_1m_at_start"`
+	// CPUs is how many CPUs this process may run on; OnlineCPUs is the
+	// machine's count when the process's affinity mask holds fewer
+	// (taskset, bench/run.sh --pin), else 0.
+	CPUs       int     `json:"cpus"`
+	OnlineCPUs int     `json:"online_cpus,omitempty"`
+	CPUModel   string  `json:"cpu_model"`
+	GoVersion  string  `json:"go_version"`
+	OS         string  `json:"os"`
+	Kernel     string  `json:"kernel,omitempty"`
+	LoadAvg    float64 `json:"loadavg_1m_at_start"`
 }
 
 // ThisMachine describes the machine the process runs on.
@@ -148,6 +153,11 @@ func ThisMachine() Machine {
 				m.CPUModel = strings.TrimSpace(v)
 				break
 			}
+		}
+	}
+	if b, err := os.ReadFile("/sys/devices/system/cpu/online"); err == nil {
+		if n := countCPUList(strings.TrimSpace(string(b))); n > m.CPUs {
+			m.OnlineCPUs = n
 		}
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
@@ -462,8 +472,11 @@ func (r *Report) notes() []string {
 		slices.Sort(spreads)
 		notes = append(notes, fmt.Sprintf("noise: throughput (max−min)/median over repeats is %.0f%% in the median series, %.0f%% at worst", 100*stats.Median(spreads), 100*spreads[len(spreads)-1]))
 	}
-	if r.Machine.CPUs <= 2 {
-		notes = append(notes, fmt.Sprintf("%d CPUs: client and server share them, so every figure includes the client's load", r.Machine.CPUs))
+	switch m := r.Machine; {
+	case m.OnlineCPUs > m.CPUs:
+		notes = append(notes, fmt.Sprintf("the client ran on %d of the machine's %d CPUs (an affinity mask): a server pinned to the others (bench/run.sh --pin) does not share its CPU with the client", m.CPUs, m.OnlineCPUs))
+	case m.CPUs <= 2:
+		notes = append(notes, fmt.Sprintf("%d CPUs: client and server share them, so every figure includes the client's load", m.CPUs))
 	}
 	return notes
 }
@@ -761,4 +774,25 @@ func FormatMillis(v float64) string {
 		return fmt.Sprintf("%.2fms", v)
 	}
 	return fmt.Sprintf("%.0fµs", v*1000)
+}
+
+// countCPUList counts the CPUs of a Linux CPU list such as "0-3,8,10-11"
+// (/sys/devices/system/cpu/online); 0 when it does not parse.
+func countCPUList(list string) int {
+	n := 0
+	for part := range strings.SplitSeq(list, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return 0
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return 0
+			}
+		}
+		n += b - a + 1
+	}
+	return n
 }

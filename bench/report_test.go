@@ -317,3 +317,24 @@ func TestHeadlineLevelInsideTheNoise(t *testing.T) {
 		t.Errorf("one run: %+v\n%s", h, text.String())
 	}
 }
+
+func TestCountCPUList(t *testing.T) {
+	for list, want := range map[string]int{"0": 1, "0-1": 2, "0-3,8,10-11": 7, "": 0, "x": 0, "3-1": 0} {
+		if got := countCPUList(list); got != want {
+			t.Errorf("countCPUList(%q) = %d, want %d", list, got, want)
+		}
+	}
+}
+
+// A client pinned to part of the machine is not said to share its CPUs
+// with the server.
+func TestNotesPinnedClient(t *testing.T) {
+	pinned := (&Report{Kind: KindLoad, Machine: Machine{CPUs: 1, OnlineCPUs: 2}}).notes()
+	shared := (&Report{Kind: KindLoad, Machine: Machine{CPUs: 2}}).notes()
+	if j := strings.Join(pinned, "\n"); !strings.Contains(j, "1 of the machine's 2 CPUs") || strings.Contains(j, "share them") {
+		t.Errorf("pinned: %q", pinned)
+	}
+	if j := strings.Join(shared, "\n"); !strings.Contains(j, "2 CPUs: client and server share them") {
+		t.Errorf("not pinned: %q", shared)
+	}
+}

@@ -123,3 +123,62 @@ func benchNextMessage(b *testing.B, size int, deflate bool) {
 		}
 	}
 }
+
+// BenchmarkEchoPipelined is the window scenario of ovbus loadtest on one
+// connection over loopback: the client keeps 16 messages of 1 KiB in
+// flight, refilling the window with BufferMessage as echoes come back; the
+// server answers as examples/echoserver does (ReadMessageInto and
+// BufferMessage), so both ends write once per burst. One op is one echo.
+func BenchmarkEchoPipelined(b *testing.B) {
+	const size, window = 1024, 16
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		c, _, err := UpgradeConn(nc, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		var buf []byte
+		ctx := context.Background()
+		for {
+			op, msg, err := c.ReadMessageInto(ctx, buf[:0])
+			if err != nil {
+				return
+			}
+			buf = msg
+			if err := c.BufferMessage(op, msg); err != nil {
+				return
+			}
+		}
+	}()
+	ctx := context.Background()
+	c, _, err := Dial(ctx, "ws://"+ln.Addr().String()+"/", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.CloseNow()
+	msg := make([]byte, size)
+	buf := make([]byte, 0, size)
+	b.SetBytes(size)
+	b.ReportAllocs()
+	b.ResetTimer()
+	sent := 0
+	for got := 0; got < b.N; got++ {
+		for ; sent < b.N && sent-got < window; sent++ {
+			if err := c.BufferMessage(BinaryMessage, msg); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, buf, err = c.ReadMessageInto(ctx, buf[:0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -445,7 +445,13 @@ func (c *Conn) unlockWrite() {
 }
 
 // flushCtrl appends queued control frames to dst. The caller holds wmu.
+// With none queued it takes no lock (once per message written): a pong
+// queued just after the check sets ctrlPending, which unlockWrite looks at
+// before and after it lets the write lock go.
 func (c *Conn) flushCtrl(dst []byte) []byte {
+	if !c.ctrlPending.Load() {
+		return dst
+	}
 	c.ctrlMu.Lock()
 	if len(c.ctrlQueued) > 0 {
 		dst = append(dst, c.ctrlQueued...)
