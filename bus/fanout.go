@@ -104,11 +104,33 @@ type segment struct {
 // arena is one allocation of shared segments, counted whole by the byte
 // bound from the moment frames go into it until it is retired (frames go
 // into another) and none of its frames is left in the log. Under hub.mu.
+//
+// A retired arena is recycled (hub.recycle) instead of a new allocation
+// once no reader can still read its bytes: none of its frames is left in
+// the log, every follower with an owner (a session's writer) reports
+// through followerOwner.holds that it holds no frame before end, and no
+// follower without an owner could ever read it (escaped). Those followers
+// (Follower, the in-process dispatcher) hand their frames' payloads out to
+// code that may keep them as long as it likes (Frame.Payload), so every
+// arena frames go into from the first such join on is escaped, for good;
+// the garbage collector frees those.
 type arena struct {
+	buf     []byte // the whole allocation
 	size    int
 	frames  int // its frames in the log
 	retired bool
+	escaped bool   // a follower without an owner may read it
+	end     uint64 // once retired: the sequence number after its last frame
 }
+
+// released is what followerOwner.holds reports once its reader holds no
+// frame at all, and never will again.
+const released = ^uint64(0)
+
+// recycleKeep is how many retired arenas the log keeps for recycling, the
+// oldest first: they are held, beyond the byte bound once their frames
+// are released, until recycled or pushed out by newer ones.
+const recycleKeep = 2
 
 // seal records that the segment ends before sequence number seq, with used
 // bytes in it. The caller holds hub.mu.
@@ -229,6 +251,19 @@ type hub struct {
 	segHeld   int64
 	segFrames int64
 	slab      []entry // the entries not yet used of the newest slab
+
+	// Recycling of arenas (recycle, under mu): the retired ones kept for
+	// it, oldest first; whether some follower without an owner ever
+	// joined (escapes: no arena is recycled from then on); the followers
+	// with an owner taken out of the log whose readers may still hold
+	// frames; the log's bytes before which no recycling is tried again
+	// after a try that found the oldest arena held; and how many arenas
+	// were recycled (for tests).
+	recycleQ    []*arena
+	escapes     bool
+	departed    []*follower
+	recycleNext int64
+	recycled    int
 
 	// lastNotice is the sequence number after the newest entry for one
 	// session only (entry.to): runs start after it (fetchRun).
@@ -351,12 +386,18 @@ func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOption
 		if h.spare != nil {
 			h.retire()
 			h.seg, h.segUsed, h.spare = h.spare, 0, nil
+			h.seg.arena.escaped = h.escapes
 			h.segHeld += int64(h.seg.arena.size)
 			break
 		}
+		if a := h.recycle(c); a != nil {
+			h.spare = &segment{buf: a.buf, shared: true, arena: a}
+			continue
+		}
 		// A new segment is due: allocate it outside the lock.
 		h.mu.Unlock()
-		g := &segment{buf: make([]byte, c), shared: true, arena: &arena{size: c}}
+		buf := make([]byte, c)
+		g := &segment{buf: buf, shared: true, arena: &arena{buf: buf, size: c}}
 		h.mu.Lock()
 		if h.spare == nil && h.segCap == c {
 			h.spare = g
@@ -403,11 +444,84 @@ func (h *hub) retire() {
 	if h.segUsed > 0 {
 		g.seal(h.head.Load(), h.segUsed)
 	}
-	g.arena.retired = true
-	if g.arena.frames == 0 {
-		h.segHeld -= int64(g.arena.size)
+	a := g.arena
+	a.retired, a.end = true, h.head.Load()
+	if a.frames == 0 {
+		h.segHeld -= int64(a.size)
 	}
 	h.seg, h.segUsed = nil, 0
+	if a.escaped || a.size != h.segCap {
+		return
+	}
+	if len(h.recycleQ) == recycleKeep { // the oldest goes to the collector
+		copy(h.recycleQ, h.recycleQ[1:])
+		h.recycleQ = h.recycleQ[:recycleKeep-1]
+	}
+	h.recycleQ = append(h.recycleQ, a)
+}
+
+// recycle returns the oldest retired arena, of size c, emptied for new
+// frames, if no reader can still read its bytes (see arena); else nil, and
+// it does not look again before another c bytes are published, so that it
+// costs O(followers) at most once per segment's worth. The caller holds mu.
+func (h *hub) recycle(c int) *arena {
+	if len(h.recycleQ) == 0 || h.bytes.Load() < h.recycleNext {
+		return nil
+	}
+	a := h.recycleQ[0]
+	if a.size != c || a.escaped {
+		h.dropRecycled()
+		return nil
+	}
+	if a.frames > 0 || !h.heldBefore(a.end) {
+		h.recycleNext = h.bytes.Load() + int64(c)
+		return nil
+	}
+	h.dropRecycled()
+	a.frames, a.retired, a.end = 0, false, 0
+	h.recycled++
+	return a
+}
+
+// dropRecycled takes the oldest arena out of recycleQ.
+func (h *hub) dropRecycled() {
+	copy(h.recycleQ, h.recycleQ[1:])
+	h.recycleQ[len(h.recycleQ)-1] = nil
+	h.recycleQ = h.recycleQ[:len(h.recycleQ)-1]
+}
+
+// heldBefore reports whether no reader of a follower with an owner, in the
+// log or departed from it, holds a frame before seq; it forgets the
+// departed ones that hold none any more. The caller holds mu.
+//
+// A reader's holds is stored before it fetches (a session's writer: after
+// it wrote its last batch), and the log releases entries before this
+// looks: so either this sees the value a reader stored before fetching an
+// entry, or that reader found the entry gone (all atomics, sequentially
+// consistent).
+func (h *hub) heldBefore(seq uint64) bool {
+	if h.escapes {
+		return false
+	}
+	for _, f := range h.followers { // all with an owner: !escapes
+		if f.owner.holds() < seq {
+			return false
+		}
+	}
+	keep := h.departed[:0]
+	for _, f := range h.departed {
+		if f.owner.holds() != released {
+			keep = append(keep, f)
+		}
+	}
+	clear(h.departed[len(keep):])
+	h.departed = keep
+	for _, f := range h.departed {
+		if f.owner.holds() < seq {
+			return false
+		}
+	}
+	return true
 }
 
 // publishLocked appends e to the log, wakes the sleeping followers (or has
@@ -730,6 +844,19 @@ func (h *hub) join(f *follower) {
 	f.fetched.Store(h.bytes.Load())
 	f.idx = len(h.followers)
 	h.followers = append(h.followers, f)
+	if f.owner == nil {
+		// It may read the frames from the head on, in the shared segment
+		// now being filled: that one, and every one after it, is never
+		// recycled (see arena).
+		h.escapes = true
+		h.recycleQ = nil
+		if h.seg != nil {
+			h.seg.arena.escaped = true
+		}
+		if h.spare != nil {
+			h.spare.arena.escaped = true
+		}
+	}
 }
 
 // leave stops f from holding entries in the log and from being woken, for
@@ -764,6 +891,10 @@ func (h *hub) removeAt(i int) {
 	h.followers[last] = nil
 	h.followers = h.followers[:last]
 	f.idx = -1
+	if f.owner != nil && f.owner.holds() != released {
+		// Its reader may be writing a batch still: recycling waits for it.
+		h.departed = append(h.departed, f)
+	}
 }
 
 // fetch appends to dst the entries from cursor on, at most maxN of them and
