@@ -129,8 +129,21 @@ const released = ^uint64(0)
 
 // recycleKeep is how many retired arenas the log keeps for recycling, the
 // oldest first: they are held, beyond the byte bound once their frames
-// are released, until recycled or pushed out by newer ones.
-const recycleKeep = 2
+// are released, until recycled or pushed out by newer ones. slabKeep is
+// the same for entry slabs: about as many as are used between two scans
+// of trim (scanEveryMessages), which is when recycling learns what the
+// readers hold.
+const (
+	recycleKeep = 2
+	slabKeep    = scanEveryMessages/entrySlab + 2
+)
+
+// heldSlab is a used-up entry slab kept for recycling: its entries are
+// all before end.
+type heldSlab struct {
+	s   []entry
+	end uint64
+}
 
 // seal records that the segment ends before sequence number seq, with used
 // bytes in it. The caller holds hub.mu.
@@ -252,18 +265,22 @@ type hub struct {
 	segFrames int64
 	slab      []entry // the entries not yet used of the newest slab
 
-	// Recycling of arenas (recycle, under mu): the retired ones kept for
-	// it, oldest first; whether some follower without an owner ever
-	// joined (escapes: no arena is recycled from then on); the followers
-	// with an owner taken out of the log whose readers may still hold
-	// frames; the log's bytes before which no recycling is tried again
-	// after a try that found the oldest arena held; and how many arenas
-	// were recycled (for tests).
-	recycleQ    []*arena
-	escapes     bool
-	departed    []*follower
-	recycleNext int64
-	recycled    int
+	// Recycling of arenas and entry slabs (recycle, recycleSlab, under
+	// mu): the retired ones kept for it, oldest first; the newest slab
+	// whole; whether some follower without an owner ever joined (escapes:
+	// nothing is recycled from then on); the followers with an owner taken
+	// out of the log whose readers may still hold frames; the oldest frame
+	// any reader held at the last scan of trim (holdMin: everything before
+	// it may be recycled once out of the log); and how many arenas and
+	// slabs were recycled (for tests).
+	recycleQ  []*arena
+	slabQ     []heldSlab
+	slabBase  []entry
+	escapes   bool
+	departed  []*follower
+	holdMin   uint64
+	recycled  int
+	recycledS int
 
 	// lastNotice is the sequence number after the newest entry for one
 	// session only (entry.to): runs start after it (fetchRun).
@@ -371,12 +388,16 @@ func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOption
 			return nil
 		}
 		if len(h.slab) == 0 {
+			if h.recycleSlab() {
+				continue
+			}
 			// A new slab is due: allocate it outside the lock.
 			h.mu.Unlock()
 			slab := make([]entry, entrySlab)
 			h.mu.Lock()
 			if len(h.slab) == 0 {
-				h.slab = slab
+				h.retireSlab()
+				h.slab, h.slabBase = slab, slab
 			}
 			continue
 		}
@@ -461,26 +482,60 @@ func (h *hub) retire() {
 }
 
 // recycle returns the oldest retired arena, of size c, emptied for new
-// frames, if no reader can still read its bytes (see arena); else nil, and
-// it does not look again before another c bytes are published, so that it
-// costs O(followers) at most once per segment's worth. The caller holds mu.
+// frames, if no reader can still read its bytes (see arena); else nil.
+// The caller holds mu.
 func (h *hub) recycle(c int) *arena {
-	if len(h.recycleQ) == 0 || h.bytes.Load() < h.recycleNext {
+	if len(h.recycleQ) == 0 {
 		return nil
 	}
 	a := h.recycleQ[0]
-	if a.size != c || a.escaped {
+	if a.size != c || a.escaped || h.escapes {
 		h.dropRecycled()
 		return nil
 	}
-	if a.frames > 0 || !h.heldBefore(a.end) {
-		h.recycleNext = h.bytes.Load() + int64(c)
+	if a.frames > 0 || a.end > h.holdMin {
 		return nil
 	}
 	h.dropRecycled()
 	a.frames, a.retired, a.end = 0, false, 0
 	h.recycled++
 	return a
+}
+
+// retireSlab keeps the used-up newest slab for recycling. The caller holds
+// mu.
+func (h *hub) retireSlab() {
+	if h.slabBase == nil || h.escapes {
+		return
+	}
+	if len(h.slabQ) == slabKeep { // the oldest goes to the collector
+		copy(h.slabQ, h.slabQ[1:])
+		h.slabQ = h.slabQ[:slabKeep-1]
+	}
+	h.slabQ = append(h.slabQ, heldSlab{h.slabBase, h.head.Load()})
+	h.slabBase = nil
+}
+
+// recycleSlab makes the oldest retired slab, zeroed, the newest one, if no
+// reader can still hold one of its entries (as for arenas: out of the log,
+// before holdMin, nobody without an owner), and reports whether it did.
+// The caller holds mu.
+func (h *hub) recycleSlab() bool {
+	if len(h.slabQ) == 0 || h.escapes {
+		return false
+	}
+	q := h.slabQ[0]
+	if q.end > h.tail.Load() || q.end > h.holdMin {
+		return false
+	}
+	copy(h.slabQ, h.slabQ[1:])
+	h.slabQ[len(h.slabQ)-1] = heldSlab{}
+	h.slabQ = h.slabQ[:len(h.slabQ)-1]
+	h.retireSlab()
+	clear(q.s)
+	h.slab, h.slabBase = q.s, q.s
+	h.recycledS++
+	return true
 }
 
 // dropRecycled takes the oldest arena out of recycleQ.
@@ -490,38 +545,30 @@ func (h *hub) dropRecycled() {
 	h.recycleQ = h.recycleQ[:len(h.recycleQ)-1]
 }
 
-// heldBefore reports whether no reader of a follower with an owner, in the
-// log or departed from it, holds a frame before seq; it forgets the
-// departed ones that hold none any more. The caller holds mu.
-//
-// A reader's holds is stored before it fetches (a session's writer: after
-// it wrote its last batch), and the log releases entries before this
-// looks: so either this sees the value a reader stored before fetching an
-// entry, or that reader found the entry gone (all atomics, sequentially
-// consistent).
-func (h *hub) heldBefore(seq uint64) bool {
-	if h.escapes {
-		return false
-	}
-	for _, f := range h.followers { // all with an owner: !escapes
-		if f.owner.holds() < seq {
-			return false
+// heldFrom returns the oldest frame a reader of a follower with an owner,
+// in the log or departed from it, may still read (followerOwner.holds),
+// at most head; it forgets the departed ones that hold none any more.
+// Every later reader holds no less: a reader never goes back before what
+// it reported, and one that joins later reads from the head on. So
+// whatever is before it and out of the log may be recycled. The caller
+// holds mu.
+func (h *hub) heldFrom(head uint64) uint64 {
+	m := head
+	for _, f := range h.followers {
+		if f.owner != nil {
+			m = min(m, f.owner.holds())
 		}
 	}
 	keep := h.departed[:0]
 	for _, f := range h.departed {
-		if f.owner.holds() != released {
+		if x := f.owner.holds(); x != released {
+			m = min(m, x)
 			keep = append(keep, f)
 		}
 	}
 	clear(h.departed[len(keep):])
 	h.departed = keep
-	for _, f := range h.departed {
-		if f.owner.holds() < seq {
-			return false
-		}
-	}
-	return true
+	return m
 }
 
 // publishLocked appends e to the log, wakes the sleeping followers (or has
@@ -742,6 +789,9 @@ func (h *hub) trim(head uint64, now int64) {
 			}
 		}
 		h.minCursor, h.scanHead, h.scanBytes = m, head, total
+		if !h.escapes {
+			h.holdMin = h.heldFrom(head)
+		}
 	}
 	tail := h.tail.Load()
 	if tail+1 >= head {
@@ -849,7 +899,7 @@ func (h *hub) join(f *follower) {
 		// now being filled: that one, and every one after it, is never
 		// recycled (see arena).
 		h.escapes = true
-		h.recycleQ = nil
+		h.recycleQ, h.slabQ = nil, nil
 		if h.seg != nil {
 			h.seg.arena.escaped = true
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -113,21 +114,25 @@ func TestRecycleSparesHeldEntries(t *testing.T) {
 	f.owner = o
 	h.join(f)
 	o.hold.Store(f.cursor.Load())
-	k := publishArenas(t, h, 0, 1)
+	k := publishFrames(t, h, 0, 100)
 	var b batch
 	if ok, err := f.take(&b, false, 8, maxBatchBytes); !ok || err != nil {
 		t.Fatalf("take: %v %v", ok, err)
 	}
 	var frames, want [][]byte
-	for _, e := range b.entries {
+	entries := slices.Clone(b.entries)
+	for _, e := range entries {
 		frames = append(frames, e.pm.Frame(false))
 		want = append(want, bytes.Clone(e.pm.Frame(false)))
 	}
 	f.cursor.Store(h.head.Load()) // it fetched everything, and writes the first 8
 	k = publishArenas(t, h, k, 8)
-	for i := range frames {
+	for i, e := range entries {
 		if !bytes.Equal(frames[i], want[i]) {
 			t.Fatalf("a recycled arena overwrote frame %d a writer was writing", i)
+		}
+		if e.seq != uint64(i) || !bytes.Equal(e.pm.Frame(false), want[i]) {
+			t.Fatalf("a recycled slab reused entry %d a writer holds: seq %d", i, e.seq)
 		}
 	}
 	o.hold.Store(f.cursor.Load()) // done with them; it follows along from here
@@ -138,6 +143,12 @@ func TestRecycleSparesHeldEntries(t *testing.T) {
 	}
 	if n := recycledArenas(h); n < 4 {
 		t.Fatalf("%d arenas recycled behind a follower that keeps up, want at least 4", n)
+	}
+	h.mu.Lock()
+	slabs := h.recycledS
+	h.mu.Unlock()
+	if slabs < 16 {
+		t.Fatalf("%d entry slabs recycled behind a follower that keeps up, want at least 16", slabs)
 	}
 }
 
@@ -266,24 +277,35 @@ func TestRecycleWithSessions(t *testing.T) {
 // intact and in order, then its 1008 close: the run's bytes still to be
 // written were not recycled under the blocked write (session.holds).
 func TestRecycleSparesBlockedWrite(t *testing.T) {
-	s, url := testServer(t, Options{MaxMsgSize: 1 << 20, MaxQueueBytes: 4 << 20, WriteTimeout: time.Minute})
+	// Small socket buffers: the write blocks within the two arenas kept
+	// for recycling.
+	s, url := testServer(t, Options{SendBuffer: 8 << 10, WriteTimeout: time.Minute})
 	stalled := dialStalled(t, url)
+	k := 0
+	emit := func() {
+		t.Helper()
+		if err := s.EmitRaw(ws.OpText, frameOf(k)); err != nil {
+			t.Fatal(err)
+		}
+		k++
+	}
 	s.mu.Lock()
 	c := s.sessions[0]
 	s.mu.Unlock()
-	k := 0
-	for ; !c.f.cut.Load(); k++ {
-		if k > 1e6 {
-			t.Fatal("the stalled client was never cut")
-		}
-		if err := s.EmitRaw(ws.OpText, frameOf(k)); err != nil {
-			t.Fatal(err)
-		}
+	// Its writer takes a run, then falls behind: blocked, the client reads
+	// nothing.
+	for start := c.f.cursor.Load(); c.f.cursor.Load() == start; {
+		emit()
 	}
-	for end := k + 8*s.hub.segCap/len(frameOf(k)); k < end; k++ {
-		if err := s.EmitRaw(ws.OpText, frameOf(k)); err != nil {
-			t.Fatal(err)
-		}
+	for s.Sessions()[0].QueuedBytes < 200<<10 {
+		emit()
+	}
+	s.hub.setLimits(256, DefaultMaxQueueBytes) // cut, soon
+	for !c.f.cut.Load() {
+		emit()
+	}
+	for range 8 * s.hub.segCap / len(frameOf(k)) {
+		emit()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
