@@ -801,10 +801,9 @@ func (h *hub) trim(head uint64, now int64) {
 	start := tail
 	forced := false
 	for tail+1 < head {
-		over := head-tail > h.maxMsgs || h.held(total) > h.maxBytes
 		if tail >= h.minCursor {
-			if !over {
-				break
+			if head-tail <= h.maxMsgs && h.held(total) <= h.maxBytes {
+				break // within the bounds
 			}
 			forced = true // some follower may still need it
 		}
