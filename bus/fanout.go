@@ -538,6 +538,15 @@ func (h *hub) recycleSlab() bool {
 	return true
 }
 
+// forgetRecycling lets the arenas and slabs kept for recycling go to the
+// collector: the memory releaser (memrelease.go) calls it before it
+// collects, so that a bus that went quiet holds only what its log does.
+func (h *hub) forgetRecycling() {
+	h.mu.Lock()
+	h.recycleQ, h.slabQ = nil, nil
+	h.mu.Unlock()
+}
+
 // dropRecycled takes the oldest arena out of recycleQ.
 func (h *hub) dropRecycled() {
 	copy(h.recycleQ, h.recycleQ[1:])

@@ -330,3 +330,31 @@ func TestRecycleSparesBlockedWrite(t *testing.T) {
 		t.Fatalf("got %d frames of %d, want those up to the cut", n, k)
 	}
 }
+
+// TestReleaseForgetsRecycling: the memory release lets the arenas and
+// slabs kept for recycling go, and recycling starts again afterwards.
+func TestReleaseForgetsRecycling(t *testing.T) {
+	const n = 4
+	s, url := releaseAfter(t, n, Options{})
+	h := s.hub
+	for k := range 4 * h.segCap / len(frameOf(0)) {
+		if err := s.EmitRaw(ws.OpText, frameOf(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := func() (int, int) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.recycleQ), len(h.slabQ)
+	}
+	if a, sl := kept(); a == 0 || sl == 0 {
+		t.Fatalf("%d arenas and %d slabs kept for recycling after 4 arenas' worth, want some", a, sl)
+	}
+	for range n {
+		dial(t, url, nil)
+	}
+	waitFor(t, "the release", 60*time.Second, func() bool { return s.mem.count.Load() == 1 })
+	if a, sl := kept(); a != 0 || sl != 0 {
+		t.Fatalf("%d arenas and %d slabs kept for recycling after the memory release, want none", a, sl)
+	}
+}
