@@ -294,9 +294,9 @@ func TestRecycleSparesBlockedWrite(t *testing.T) {
 	s.mu.Unlock()
 	// Its writer takes a run, then falls behind: blocked, the client reads
 	// nothing.
-	for start := c.f.cursor.Load(); c.f.cursor.Load() == start; {
-		emit()
-	}
+	start := c.f.cursor.Load()
+	emit()
+	waitFor(t, "the writer to take the first frame", 10*time.Second, func() bool { return c.f.cursor.Load() != start })
 	for s.Sessions()[0].QueuedBytes < 200<<10 {
 		emit()
 	}
