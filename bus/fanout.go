@@ -41,6 +41,17 @@ import (
 // counts whole allocations of segments (arena): their size instead of the
 // frames in them.
 //
+// The allocations of shared segments (arena) and the slabs of their
+// entries are recycled instead of new ones once no reader can still read
+// them (see arena): out of the log, before what every session's writer
+// reports it may still read (followerOwner.holds, taken at trim's scan),
+// and never once a follower without an owner (Follower, the in-process
+// dispatcher) joined, whose frames are handed to code that may keep them.
+// So a bus whose clients keep up publishes without allocating (issue 13:
+// the collector's cycles, the zeroing and first touch of new segments were
+// a third of the cost of a message). The few kept for it (recycleKeep,
+// slabKeep) are let go by the memory release (memrelease.go).
+//
 // The publisher never waits for anyone and does O(1) work per message
 // however many followers sleep: it wakes up to inlineWakes sleepers with a
 // wake channel itself and hands sessions, and more than inlineWakes
@@ -104,10 +115,45 @@ type segment struct {
 // arena is one allocation of shared segments, counted whole by the byte
 // bound from the moment frames go into it until it is retired (frames go
 // into another) and none of its frames is left in the log. Under hub.mu.
+//
+// A retired arena is recycled (hub.recycle) instead of a new allocation
+// once no reader can still read its bytes: none of its frames is left in
+// the log, every follower with an owner (a session's writer) reports
+// through followerOwner.holds that it holds no frame before end, and no
+// follower without an owner could ever read it (escaped). Those followers
+// (Follower, the in-process dispatcher) hand their frames' payloads out to
+// code that may keep them as long as it likes (Frame.Payload), so every
+// arena frames go into from the first such join on is escaped, for good;
+// the garbage collector frees those.
 type arena struct {
+	buf     []byte // the whole allocation
 	size    int
 	frames  int // its frames in the log
 	retired bool
+	escaped bool   // a follower without an owner may read it
+	end     uint64 // once retired: the sequence number after its last frame
+}
+
+// released is what followerOwner.holds reports once its reader holds no
+// frame at all, and never will again.
+const released = ^uint64(0)
+
+// recycleKeep is how many retired arenas the log keeps for recycling, the
+// oldest first: they are held, beyond the byte bound once their frames
+// are released, until recycled or pushed out by newer ones. slabKeep is
+// the same for entry slabs: about as many as are used between two scans
+// of trim (scanEveryMessages), which is when recycling learns what the
+// readers hold.
+const (
+	recycleKeep = 2
+	slabKeep    = scanEveryMessages/entrySlab + 2
+)
+
+// heldSlab is a used-up entry slab kept for recycling: its entries are
+// all before end.
+type heldSlab struct {
+	s   []entry
+	end uint64
 }
 
 // seal records that the segment ends before sequence number seq, with used
@@ -230,6 +276,23 @@ type hub struct {
 	segFrames int64
 	slab      []entry // the entries not yet used of the newest slab
 
+	// Recycling of arenas and entry slabs (recycle, recycleSlab, under
+	// mu): the retired ones kept for it, oldest first; the newest slab
+	// whole; whether some follower without an owner ever joined (escapes:
+	// nothing is recycled from then on); the followers with an owner taken
+	// out of the log whose readers may still hold frames; the oldest frame
+	// any reader held at the last scan of trim (holdMin: everything before
+	// it may be recycled once out of the log); and how many arenas and
+	// slabs were recycled (for tests).
+	recycleQ  []*arena
+	slabQ     []heldSlab
+	slabBase  []entry
+	escapes   bool
+	departed  []*follower
+	holdMin   uint64
+	recycled  int
+	recycledS int
+
 	// lastNotice is the sequence number after the newest entry for one
 	// session only (entry.to): runs start after it (fetchRun).
 	lastNotice atomic.Uint64
@@ -336,12 +399,16 @@ func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOption
 			return nil
 		}
 		if len(h.slab) == 0 {
+			if h.recycleSlab() {
+				continue
+			}
 			// A new slab is due: allocate it outside the lock.
 			h.mu.Unlock()
 			slab := make([]entry, entrySlab)
 			h.mu.Lock()
 			if len(h.slab) == 0 {
-				h.slab = slab
+				h.retireSlab()
+				h.slab, h.slabBase = slab, slab
 			}
 			continue
 		}
@@ -351,12 +418,18 @@ func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOption
 		if h.spare != nil {
 			h.retire()
 			h.seg, h.segUsed, h.spare = h.spare, 0, nil
+			h.seg.arena.escaped = h.escapes
 			h.segHeld += int64(h.seg.arena.size)
 			break
 		}
+		if a := h.recycle(c); a != nil {
+			h.spare = &segment{buf: a.buf, shared: true, arena: a}
+			continue
+		}
 		// A new segment is due: allocate it outside the lock.
 		h.mu.Unlock()
-		g := &segment{buf: make([]byte, c), shared: true, arena: &arena{size: c}}
+		buf := make([]byte, c)
+		g := &segment{buf: buf, shared: true, arena: &arena{buf: buf, size: c}}
 		h.mu.Lock()
 		if h.spare == nil && h.segCap == c {
 			h.spare = g
@@ -403,11 +476,119 @@ func (h *hub) retire() {
 	if h.segUsed > 0 {
 		g.seal(h.head.Load(), h.segUsed)
 	}
-	g.arena.retired = true
-	if g.arena.frames == 0 {
-		h.segHeld -= int64(g.arena.size)
+	a := g.arena
+	a.retired, a.end = true, h.head.Load()
+	if a.frames == 0 {
+		h.segHeld -= int64(a.size)
 	}
 	h.seg, h.segUsed = nil, 0
+	if a.escaped || a.size != h.segCap {
+		return
+	}
+	if len(h.recycleQ) == recycleKeep { // the oldest goes to the collector
+		copy(h.recycleQ, h.recycleQ[1:])
+		h.recycleQ = h.recycleQ[:recycleKeep-1]
+	}
+	h.recycleQ = append(h.recycleQ, a)
+}
+
+// recycle returns the oldest retired arena, of size c, emptied for new
+// frames, if no reader can still read its bytes (see arena); else nil.
+// The caller holds mu.
+func (h *hub) recycle(c int) *arena {
+	if len(h.recycleQ) == 0 {
+		return nil
+	}
+	a := h.recycleQ[0]
+	if a.size != c || a.escaped || h.escapes {
+		h.dropRecycled()
+		return nil
+	}
+	if a.frames > 0 || a.end > h.holdMin {
+		return nil
+	}
+	h.dropRecycled()
+	a.frames, a.retired, a.end = 0, false, 0
+	h.recycled++
+	return a
+}
+
+// retireSlab keeps the used-up newest slab for recycling. The caller holds
+// mu.
+func (h *hub) retireSlab() {
+	if h.slabBase == nil || h.escapes {
+		return
+	}
+	if len(h.slabQ) == slabKeep { // the oldest goes to the collector
+		copy(h.slabQ, h.slabQ[1:])
+		h.slabQ = h.slabQ[:slabKeep-1]
+	}
+	h.slabQ = append(h.slabQ, heldSlab{h.slabBase, h.head.Load()})
+	h.slabBase = nil
+}
+
+// recycleSlab makes the oldest retired slab, zeroed, the newest one, if no
+// reader can still hold one of its entries (as for arenas: out of the log,
+// before holdMin, nobody without an owner), and reports whether it did.
+// The caller holds mu.
+func (h *hub) recycleSlab() bool {
+	if len(h.slabQ) == 0 || h.escapes {
+		return false
+	}
+	q := h.slabQ[0]
+	if q.end > h.tail.Load() || q.end > h.holdMin {
+		return false
+	}
+	copy(h.slabQ, h.slabQ[1:])
+	h.slabQ[len(h.slabQ)-1] = heldSlab{}
+	h.slabQ = h.slabQ[:len(h.slabQ)-1]
+	h.retireSlab()
+	clear(q.s)
+	h.slab, h.slabBase = q.s, q.s
+	h.recycledS++
+	return true
+}
+
+// forgetRecycling lets the arenas and slabs kept for recycling go to the
+// collector: the memory releaser (memrelease.go) calls it before it
+// collects, so that a bus that went quiet holds only what its log does.
+func (h *hub) forgetRecycling() {
+	h.mu.Lock()
+	h.recycleQ, h.slabQ = nil, nil
+	h.mu.Unlock()
+}
+
+// dropRecycled takes the oldest arena out of recycleQ.
+func (h *hub) dropRecycled() {
+	copy(h.recycleQ, h.recycleQ[1:])
+	h.recycleQ[len(h.recycleQ)-1] = nil
+	h.recycleQ = h.recycleQ[:len(h.recycleQ)-1]
+}
+
+// heldFrom returns the oldest frame a reader of a follower with an owner,
+// in the log or departed from it, may still read (followerOwner.holds),
+// at most head; it forgets the departed ones that hold none any more.
+// Every later reader holds no less: a reader never goes back before what
+// it reported, and one that joins later reads from the head on. So
+// whatever is before it and out of the log may be recycled. The caller
+// holds mu.
+func (h *hub) heldFrom(head uint64) uint64 {
+	m := head
+	for _, f := range h.followers {
+		if f.owner != nil {
+			m = min(m, f.owner.holds())
+		}
+	}
+	keep := h.departed[:0]
+	for _, f := range h.departed {
+		if x := f.owner.holds(); x != released {
+			m = min(m, x)
+			keep = append(keep, f)
+		}
+	}
+	clear(h.departed[len(keep):])
+	h.departed = keep
+	return m
 }
 
 // publishLocked appends e to the log, wakes the sleeping followers (or has
@@ -628,6 +809,9 @@ func (h *hub) trim(head uint64, now int64) {
 			}
 		}
 		h.minCursor, h.scanHead, h.scanBytes = m, head, total
+		if !h.escapes {
+			h.holdMin = h.heldFrom(head)
+		}
 	}
 	tail := h.tail.Load()
 	if tail+1 >= head {
@@ -637,10 +821,9 @@ func (h *hub) trim(head uint64, now int64) {
 	start := tail
 	forced := false
 	for tail+1 < head {
-		over := head-tail > h.maxMsgs || h.held(total) > h.maxBytes
 		if tail >= h.minCursor {
-			if !over {
-				break
+			if head-tail <= h.maxMsgs && h.held(total) <= h.maxBytes {
+				break // within the bounds
 			}
 			forced = true // some follower may still need it
 		}
@@ -730,6 +913,19 @@ func (h *hub) join(f *follower) {
 	f.fetched.Store(h.bytes.Load())
 	f.idx = len(h.followers)
 	h.followers = append(h.followers, f)
+	if f.owner == nil {
+		// It may read the frames from the head on, in the shared segment
+		// now being filled: that one, and every one after it, is never
+		// recycled (see arena).
+		h.escapes = true
+		h.recycleQ, h.slabQ = nil, nil
+		if h.seg != nil {
+			h.seg.arena.escaped = true
+		}
+		if h.spare != nil {
+			h.spare.arena.escaped = true
+		}
+	}
 }
 
 // leave stops f from holding entries in the log and from being woken, for
@@ -764,6 +960,10 @@ func (h *hub) removeAt(i int) {
 	h.followers[last] = nil
 	h.followers = h.followers[:last]
 	f.idx = -1
+	if f.owner != nil && f.owner.holds() != released {
+		// Its reader may be writing a batch still: recycling waits for it.
+		h.departed = append(h.departed, f)
+	}
 }
 
 // fetch appends to dst the entries from cursor on, at most maxN of them and

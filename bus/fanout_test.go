@@ -730,3 +730,4 @@ type wakeFunc func(how wakeHow) bool
 
 func (w wakeFunc) wake(how wakeHow) bool { return w(how) }
 func (wakeFunc) onCut()                  {}
+func (wakeFunc) holds() uint64           { return 0 } // everything: no arena is recycled

@@ -3,6 +3,7 @@ package bus
 import (
 	"bytes"
 	"encoding/json"
+	"math/bits"
 )
 
 // This file holds the little JSON the hot path needs. The bus relays bytes
@@ -141,32 +142,72 @@ var sessionKey = []byte(`"session"`)
 // goes to the exact scan, sessionSuspect), and is followed by a colon; so
 // when the value after every colon that follows "session" starts as an
 // object or null, no context.session can break the rule, wherever it is.
-// It looks at the colons only (a vectorised search from one to the next,
-// much faster than searching for the key, whose first byte, a quote, is
-// everywhere in JSON), so it costs little more than a pass over the keys.
+// It looks at the colons only, found 64 bytes at a time with the
+// backslashes (marks64: one pass, no call per colon), so it costs little
+// more than a pass over the keys.
 func carrierSuspect(b []byte) bool {
-	if hasEscapedASCII(b) {
-		return sessionSuspect(b)
+	escapes := false // a backslash seen, and hasEscapedASCII false
+	for pos := 0; pos < len(b); {
+		var colons, slashes uint64
+		base := pos
+		switch {
+		case len(b)-pos >= 64:
+			colons, slashes = marks64((*[64]byte)(b[pos:]))
+			pos += 64
+		case len(b) >= 64: // the last 64 bytes, less those already seen
+			base = len(b) - 64
+			colons, slashes = marks64((*[64]byte)(b[base:]))
+			seen := ^uint64(0) << (pos - base)
+			colons, slashes, pos = colons&seen, slashes&seen, len(b)
+		default:
+			var buf [64]byte
+			copy(buf[:], b)
+			colons, slashes = marks64(&buf)
+			pos = len(b)
+		}
+		if slashes != 0 && !escapes {
+			if hasEscapedASCII(b) {
+				return sessionSuspect(b)
+			}
+			escapes = true
+		}
+		for ; colons != 0; colons &= colons - 1 {
+			// Most colons follow a quote after anything but an n: no call.
+			i := base + bits.TrailingZeros64(colons)
+			if i >= 2 && (b[i-2] == 'n' || b[i-1] != '"') && sessionColon(b, i) {
+				return sessionSuspect(b)
+			}
+		}
 	}
-	for i := 0; ; i++ {
-		j := bytes.IndexByte(b[i:], ':')
-		if j < 0 {
-			return false
-		}
-		i += j
-		k := i
-		for k > 0 && isSpace(b[k-1]) {
-			k--
-		}
-		if k < len(sessionKey) || b[k-2] != 'n' || string(b[k-len(sessionKey):k]) != string(sessionKey) {
-			continue // not a key named session
-		}
-		k = skipSpace(b, i+1)
-		if k < len(b) && (b[k] == '{' || bytes.HasPrefix(b[k:], null)) {
-			continue
-		}
-		return sessionSuspect(b)
+	return false
+}
+
+// sessionColon reports whether the colon at b[i] follows the key "session"
+// and the value after it starts as neither an object nor null.
+func sessionColon(b []byte, i int) bool {
+	k := i
+	for k > 0 && isSpace(b[k-1]) {
+		k--
 	}
+	if k < len(sessionKey) || b[k-2] != 'n' || string(b[k-len(sessionKey):k]) != string(sessionKey) {
+		return false // not a key named session
+	}
+	k = skipSpace(b, i+1)
+	return k >= len(b) || b[k] != '{' && !bytes.HasPrefix(b[k:], null)
+}
+
+// marks64Generic is marks64 (bit i of colons and backslashes: p[i] is ':'
+// and '\\') a byte at a time.
+func marks64Generic(p *[64]byte) (colons, backslashes uint64) {
+	for i, c := range p {
+		switch c {
+		case ':':
+			colons |= 1 << i
+		case '\\':
+			backslashes |= 1 << i
+		}
+	}
+	return colons, backslashes
 }
 
 var null = []byte("null")

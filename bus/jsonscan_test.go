@@ -169,8 +169,9 @@ func TestPythonRepr(t *testing.T) {
 
 // BenchmarkCarrierSuspect: the carrier rule's test on every frame, against
 // the former one (a search for "session", then a scan of the object's
-// members), on the benchmark's frame (no session), an OVOS frame (its
-// session an object) and one with a long utterance.
+// members) and the colon-to-colon search that came between
+// (carrierSuspectByColons), on the benchmark's frame (no session), an OVOS
+// frame (its session an object) and one with a long utterance.
 func BenchmarkCarrierSuspect(b *testing.B) {
 	for _, tc := range []struct{ name, msg string }{
 		{"bench", `{"type":"ovbus.bench","data":{"seq":12345,"t":1700000000123,"pad":"` + strings.Repeat("x", 180) + `"},"context":{}}`},
@@ -184,6 +185,17 @@ func BenchmarkCarrierSuspect(b *testing.B) {
 			cpu := processCPU()
 			for b.Loop() {
 				if carrierSuspect(msg) {
+					b.Fatal("suspect")
+				}
+			}
+			reportCPU(b, cpu)
+		})
+		b.Run(tc.name+"/colons", func(b *testing.B) {
+			b.SetBytes(int64(len(msg)))
+			b.ReportAllocs()
+			cpu := processCPU()
+			for b.Loop() {
+				if carrierSuspectByColons(msg) {
 					b.Fatal("suspect")
 				}
 			}

@@ -182,6 +182,7 @@ func (s *Server) release(burst, handshakes int64) {
 		return
 	}
 	start := time.Now()
+	s.hub.forgetRecycling()
 	runtime.GC()
 	debug.FreeOSMemory()
 	end := time.Now()

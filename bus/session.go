@@ -231,6 +231,18 @@ func (c *session) onCut() {
 	c.conn.SetWriteDeadline(time.Now().Add(c.s.live.Load().opts.WriteTimeout / 10))
 }
 
+// holds is the follower's (followerOwner): the writer reads no frame
+// before the one after the last batch it wrote (written, stored once the
+// batch is out; the next batch is fetched from there), and none once the
+// writer side has ended (set after its last write, and no writer fetches
+// after it: the session is done).
+func (c *session) holds() uint64 {
+	if c.wended.Load() {
+		return released
+	}
+	return c.written.Load()
+}
+
 // closeNow drops the connection; closeConn closes it with code (the
 // closing handshake). Every goroutine but the reader closes through them: on
 // the poll path a reader waiting in the poller would never hear of the close
