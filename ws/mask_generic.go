@@ -63,3 +63,10 @@ func maskCopy(dst, src []byte, k32 uint32) {
 		k32 >>= 8
 	}
 }
+
+// maskCopyASCII is maskCopy (dst and src do not overlap) that also reports
+// whether the bytes written are all ASCII (amd64 does both in one pass).
+func maskCopyASCII(dst, src []byte, k32 uint32) bool {
+	maskCopy(dst, src, k32)
+	return asciiPrefix(dst[:len(src)]) == len(src)
+}
