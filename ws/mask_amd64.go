@@ -32,19 +32,10 @@ func maskCopy(dst, src []byte, k32 uint32) {
 }
 
 // maskCopyHi is maskXOR for dst != src, n > 0, that returns 0 if and only
-// if every byte it wrote is ASCII (below 0x80). In mask_amd64.s.
+// if every byte it wrote is ASCII (below 0x80): Receive's copy of a frame's
+// payload, unmasked (a client's, key from its header) or as it is (a
+// server's, key 0), with the check that lets text skip the UTF-8
+// validator, in one pass. In mask_amd64.s.
 //
 //go:noescape
 func maskCopyHi(dst, src *byte, n int, key uint32) uint64
-
-// maskCopyASCII is maskCopy (dst and src do not overlap) that also reports
-// whether the bytes written are all ASCII, in the same pass: Receive's
-// copy of a frame's payload, unmasked (a client's, k32 from its header)
-// or as it is (a server's, k32 0), with the check that lets text skip the
-// UTF-8 validator.
-func maskCopyASCII(dst, src []byte, k32 uint32) bool {
-	if len(src) == 0 {
-		return true
-	}
-	return maskCopyHi(&dst[:len(src)][0], &src[0], len(src), k32) == 0
-}

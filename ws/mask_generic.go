@@ -2,7 +2,10 @@
 
 package ws
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"unsafe"
+)
 
 // The portable masking loops; amd64 has them in assembly (mask_amd64.s).
 
@@ -64,9 +67,14 @@ func maskCopy(dst, src []byte, k32 uint32) {
 	}
 }
 
-// maskCopyASCII is maskCopy (dst and src do not overlap) that also reports
-// whether the bytes written are all ASCII (amd64 does both in one pass).
-func maskCopyASCII(dst, src []byte, k32 uint32) bool {
-	maskCopy(dst, src, k32)
-	return asciiPrefix(dst[:len(src)]) == len(src)
+// maskCopyHi sets dst[:n] to src[:n] XORed with the masking key (as
+// maskWords takes it; the slices do not overlap, n > 0) and returns 0 if
+// and only if every byte written is ASCII (amd64 does both in one pass).
+func maskCopyHi(dst, src *byte, n int, key uint32) uint64 {
+	d := unsafe.Slice(dst, n)
+	maskCopy(d, unsafe.Slice(src, n), key)
+	if asciiPrefix(d) == n {
+		return 0
+	}
+	return 1
 }

@@ -251,15 +251,12 @@ func (p *Protocol) Err() error {
 // may be reused as soon as Receive returns. Bytes received after the peer's
 // Close frame or after a failure are discarded (RFC 6455 §5.5.1).
 func (p *Protocol) Receive(data []byte) {
-	if p.fl != nil {
-		p.fl.releaseOut()
-	}
-	if st := p.State(); st == StateClosed || st == StateCloseReceived || len(data) == 0 {
-		return
-	}
+	// openPlain: no permessage-deflate, and neither a Close frame nor a
+	// failure received, so the state is Open or CloseSent (the sending side
+	// changes it only from Open to CloseSent) and nothing is discarded.
 	buf := p.buf
-	if p.r != len(buf) || len(data) > cap(buf) || cap(buf) > 1<<20 {
-		p.receiveMore(data)
+	if !p.openPlain || p.r != len(buf) || len(data) > cap(buf) || cap(buf) > 1<<20 || len(data) == 0 {
+		p.receiveSlow(data)
 		return
 	}
 	// The usual case: all processed, and data fits from the start.
@@ -275,7 +272,7 @@ func (p *Protocol) Receive(data []byte) {
 	// client's with 4 bytes of payload or less) are left to Next. A frame
 	// that breaks a rule is never taken here: the general path fails it,
 	// as before.
-	if len(data) >= 8 && p.openPlain && !p.inFrame && !p.msgOpen {
+	if len(data) >= 8 && !p.inFrame && !p.msgOpen {
 		w := binary.LittleEndian.Uint64(data)
 		b0 := byte(w)
 		masked := w&(bitMask<<8) != 0
@@ -296,21 +293,52 @@ func (p *Protocol) Receive(data []byte) {
 			}
 			if l >= 0 && l <= int(p.wholeMax) && n+l == len(data) {
 				binary.LittleEndian.PutUint64(buf, w) // the payload goes over the word's tail
-				if l == 0 || maskCopyASCII(buf[n:], data[n:], k32) || b0 == bitFin|byte(OpBinary) || validUTF8(buf[n:]) {
-					p.buf = buf
-					p.ready = uint8(n)
-					return
+				p.buf = buf
+				p.ready = uint8(n)
+				if l > 0 && maskCopyHi(&buf[n], &data[n], l, k32) != 0 && b0 == bitFin|byte(OpText) {
+					p.readyText()
 				}
-				// Invalid text: the general path fails it, from the
-				// bytes as received, copied over these below.
+				return
 			}
 		}
 	}
 	p.buf = buf[:copy(buf, data)]
 }
 
+// readyText validates the text that Receive decoded ahead when it is not
+// ASCII; invalid, it is put back as received (unready), for the general
+// path to fail the connection.
+//
+//go:noinline
+func (p *Protocol) readyText() {
+	if !validUTF8(p.buf[p.ready:]) {
+		p.unready()
+	}
+}
+
+// receiveSlow is Receive but for its fast path.
+//
+//go:noinline
+func (p *Protocol) receiveSlow(data []byte) {
+	if p.fl != nil {
+		p.fl.releaseOut()
+	}
+	if st := p.State(); st == StateClosed || st == StateCloseReceived || len(data) == 0 {
+		return
+	}
+	if p.r == len(p.buf) && len(data) <= cap(p.buf) && cap(p.buf) <= 1<<20 {
+		// All processed, and data fits from the start.
+		p.buf = p.buf[:copy(p.buf[:len(data)], data)]
+		p.r = 0
+		return
+	}
+	p.receiveMore(data)
+}
+
 // receiveMore is Receive when data does not go to the start of the receive
 // buffer: unprocessed bytes are kept, or data does not fit.
+//
+//go:noinline
 func (p *Protocol) receiveMore(data []byte) {
 	if p.ready != 0 {
 		p.unready()
@@ -1135,7 +1163,7 @@ func smallFrameMax(client bool) int {
 // jump, since n varies from frame to frame.
 func smallHeader(b0 byte, n int, masked bool, key uint32) (w uint64, hs int) {
 	e := (125 - n) >> 63 & 1 // n > 125: a 16-bit length
-	long := 126 | uint64(n>>8&0xFF)<<8 | uint64(n&0xFF)<<16
+	long := 126 | uint64(bits.ReverseBytes16(uint16(n)))<<8
 	w = uint64(b0) | (uint64(n)^((uint64(n)^long)&-uint64(e)))<<8
 	hs = 2 + 2*e
 	if masked {
