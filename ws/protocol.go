@@ -332,6 +332,15 @@ func (p *Protocol) receiveSlow(data []byte) {
 		p.r = 0
 		return
 	}
+	if p.buf == nil && p.openPlain {
+		// No buffer yet (or given back): make it, and take the fast
+		// path, which may decode data.
+		p.buf, p.r = make([]byte, 0, max(p.bufHint, len(data))), 0
+		if cap(p.buf) <= 1<<20 {
+			p.Receive(data)
+			return
+		}
+	}
 	p.receiveMore(data)
 }
 

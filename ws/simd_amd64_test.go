@@ -68,3 +68,5 @@ func TestMaskXORPaths(t *testing.T) {
 }
 
 func TestASCIIPrefixPaths(t *testing.T) { withSIMD(t, TestASCIIPrefix) }
+
+func TestMaskCopyHiPaths(t *testing.T) { withSIMD(t, TestMaskCopyHi) }
