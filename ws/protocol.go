@@ -254,12 +254,13 @@ func (p *Protocol) Receive(data []byte) {
 	// openPlain: no permessage-deflate, and neither a Close frame nor a
 	// failure received, so the state is Open or CloseSent (the sending side
 	// changes it only from Open to CloseSent) and nothing is discarded.
+	// Then all received bytes processed, and data (1 to cap(buf) bytes)
+	// fits from the start.
 	buf := p.buf
-	if !p.openPlain || p.r != len(buf) || len(data) > cap(buf) || cap(buf) > 1<<20 || len(data) == 0 {
+	if !p.openPlain || p.r != len(buf) || uint(len(data)-1) >= uint(cap(buf)) || cap(buf) > 1<<20 {
 		p.receiveSlow(data)
 		return
 	}
-	// The usual case: all processed, and data fits from the start.
 	p.r = 0
 	buf = buf[:len(data)]
 	// When data is exactly one frame that Next's fast path would take
@@ -291,7 +292,7 @@ func (p *Protocol) Receive(data []byte) {
 				k32 = uint32(w >> (8 * n)) // the key follows the length
 				n += 4
 			}
-			if l >= 0 && l <= int(p.wholeMax) && n+l == len(data) {
+			if uint(l) <= uint(p.wholeMax) && n+l == len(data) { // l < 0: no
 				binary.LittleEndian.PutUint64(buf, w) // the payload goes over the word's tail
 				p.buf = buf
 				p.ready = uint8(n)
@@ -529,8 +530,8 @@ func (p *Protocol) NextInto(ev *Event) error {
 func (p *Protocol) nextFast(ev *Event) error {
 	if n := int(p.ready); n != 0 {
 		// A frame that Receive decoded: buf is that frame, its payload
-		// ready to hand out. Without
-		// permessage-deflate, there is nothing to release.
+		// ready to hand out. Without permessage-deflate, there is
+		// nothing to release.
 		p.ready = 0
 		b := p.buf // r is 0
 		p.r = len(b)
