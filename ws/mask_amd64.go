@@ -39,3 +39,9 @@ func maskCopy(dst, src []byte, k32 uint32) {
 //
 //go:noescape
 func maskCopyHi(dst, src *byte, n int, key uint32) uint64
+
+// copySmall is copy for 1 <= n <= 256 bytes under AVX2 (useAVX2); dst and
+// src may overlap. In mask_amd64.s.
+//
+//go:noescape
+func copySmall(dst, src *byte, n int)

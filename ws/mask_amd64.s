@@ -455,3 +455,92 @@ hdone:
 	ANDL $0x80, R11
 	MOVQ R11, ret+32(FP)
 	RET
+
+// func copySmall(dst, src *byte, n int)
+//
+// copy for 1 <= n <= 256 under AVX2 (useAVX2), without a loop and without
+// memmove's ladder of sizes: 2, 4 or 8 blocks of 32 bytes from the start
+// and from the end, below 32 bytes two blocks of 16, 8 or 4, below 4 the
+// first, middle and last byte; every block is loaded before the first
+// store, so dst and src may overlap. AppendMessage's copy of a server's
+// small payload.
+TEXT ·copySmall(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	CMPQ CX, $32
+	JB   csmall
+	CMPQ CX, $64
+	JA   cover64
+	VMOVDQU 0(SI), Y1
+	VMOVDQU -32(SI)(CX*1), Y2
+	VMOVDQU Y1, 0(DI)
+	VMOVDQU Y2, -32(DI)(CX*1)
+	VZEROUPPER
+	RET
+cover64:
+	CMPQ CX, $128
+	JA   cover128
+	VMOVDQU 0(SI), Y1
+	VMOVDQU 32(SI), Y2
+	VMOVDQU -64(SI)(CX*1), Y3
+	VMOVDQU -32(SI)(CX*1), Y4
+	VMOVDQU Y1, 0(DI)
+	VMOVDQU Y2, 32(DI)
+	VMOVDQU Y3, -64(DI)(CX*1)
+	VMOVDQU Y4, -32(DI)(CX*1)
+	VZEROUPPER
+	RET
+cover128:
+	VMOVDQU 0(SI), Y1
+	VMOVDQU 32(SI), Y2
+	VMOVDQU 64(SI), Y3
+	VMOVDQU 96(SI), Y4
+	VMOVDQU -128(SI)(CX*1), Y5
+	VMOVDQU -96(SI)(CX*1), Y6
+	VMOVDQU -64(SI)(CX*1), Y7
+	VMOVDQU -32(SI)(CX*1), Y8
+	VMOVDQU Y1, 0(DI)
+	VMOVDQU Y2, 32(DI)
+	VMOVDQU Y3, 64(DI)
+	VMOVDQU Y4, 96(DI)
+	VMOVDQU Y5, -128(DI)(CX*1)
+	VMOVDQU Y6, -96(DI)(CX*1)
+	VMOVDQU Y7, -64(DI)(CX*1)
+	VMOVDQU Y8, -32(DI)(CX*1)
+	VZEROUPPER
+	RET
+csmall:
+	CMPQ  CX, $16
+	JB    csmall8
+	MOVOU 0(SI), X1
+	MOVOU -16(SI)(CX*1), X2
+	MOVOU X1, 0(DI)
+	MOVOU X2, -16(DI)(CX*1)
+	RET
+csmall8:
+	CMPQ CX, $8
+	JB   csmall4
+	MOVQ 0(SI), R8
+	MOVQ -8(SI)(CX*1), R9
+	MOVQ R8, 0(DI)
+	MOVQ R9, -8(DI)(CX*1)
+	RET
+csmall4:
+	CMPQ CX, $4
+	JB   csmall1
+	MOVL 0(SI), R8
+	MOVL -4(SI)(CX*1), R9
+	MOVL R8, 0(DI)
+	MOVL R9, -4(DI)(CX*1)
+	RET
+csmall1:
+	MOVQ CX, DX
+	SHRQ $1, DX
+	MOVB 0(SI), R8
+	MOVB 0(SI)(DX*1), R9
+	MOVB -1(SI)(CX*1), R10
+	MOVB R8, 0(DI)
+	MOVB R9, 0(DI)(DX*1)
+	MOVB R10, -1(DI)(CX*1)
+	RET

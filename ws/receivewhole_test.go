@@ -330,3 +330,26 @@ func TestMaskKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendMessageSmall: a server's AppendMessage (copySmall up to 256
+// bytes under AVX2, copy above) encodes what AppendFrame encodes for every
+// payload length around those paths, behind bytes already in dst.
+func TestAppendMessageSmall(t *testing.T) {
+	payload := benchPayload(600)
+	p := NewProtocol(Config{Role: RoleServer})
+	for n := 0; n <= 600; n++ {
+		for _, op := range []Opcode{OpText, OpBinary} {
+			got, err := p.AppendMessage([]byte("prefix"), op, payload[:n])
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := p.AppendFrame([]byte("prefix"), op, payload[:n], true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%v %d bytes: AppendMessage %x, AppendFrame %x", op, n, got, want)
+			}
+		}
+	}
+}
