@@ -1217,26 +1217,29 @@ func newKeySeed() uint64 { return rand.Uint64() }
 
 // maskKey returns a masking key for the sending side: a step of wyrand
 // (Wang Yi's generator: a Weyl sequence, the state plus an odd constant,
-// through a 64×64→128-bit multiply that folds its halves), on a state of
+// through a 64×64→128-bit multiply whose halves are folded), on a state of
 // the Protocol's own seeded from the operating system's randomness
 // (newKeySeed). A few instructions instead of a draw from the global
-// ChaCha8 generator (about 40 per small round trip, issue 13), as gorilla
-// and gws, which use the runtime's non-cryptographic generator.
+// ChaCha8 generator (about 40 a small round trip, issue 13); gorilla/websocket
+// (math/rand) and gws (a generator of its own) do not use a cryptographic
+// one either.
 //
 // Why that is enough (RFC 6455 §5.3, §10.3): masking exists so that a
 // hostile script in a browser, which chooses the payload, cannot make its
 // frames look like other traffic (an HTTP request) to an intermediary that
-// does not speak WebSocket; for that the key of each frame must not be
-// known to the application when it hands over the payload. Here the state
-// starts from 64 random bits that no caller sees, and a key depends on all
-// of them; what the generator does not give is cryptographic strength:
-// someone who records the keys on the wire (they travel in clear in the
-// frame headers) could work the state out and foresee the next keys. That
-// is the peer or an observer of the connection, not the application that
-// chooses the payload, and a Go program that wanted to forge its bytes on
-// the wire would not need a WebSocket library's help. The messages that
-// permessage-deflate compresses still take their keys from ChaCha8
-// (newMaskKey).
+// does not speak WebSocket; for that the key of a frame must not be known
+// to whoever chooses its payload, before the frame is sent. Here the state
+// starts from 64 random bits that no caller sees, and every key depends on
+// all of them. What the generator does not give is cryptographic
+// strength: someone who records many keys (they travel in clear in the
+// frame headers: the server, an observer of the connection) could in
+// principle work the state out and foresee the next keys. A program whose
+// payloads are chosen by others who also see its frames on the wire (a
+// relay of untrusted messages to a server they run, through a proxy that
+// misreads WebSocket) would be the case that needs more than this; a Go
+// program forging its own bytes on the wire needs no help from a masking
+// key. The messages that permessage-deflate compresses still take their
+// keys from ChaCha8 (newMaskKey).
 func (p *Protocol) maskKey() uint32 {
 	p.keys += 0xa0761d6478bd642f
 	hi, lo := bits.Mul64(p.keys, p.keys^0xe7037ed1a0b428db)
