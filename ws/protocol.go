@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Default limits applied when Config leaves them zero.
@@ -273,7 +274,12 @@ func (p *Protocol) Receive(data []byte) {
 	// client's with 4 bytes of payload or less) are left to Next. A frame
 	// that breaks a rule is never taken here: the general path fails it,
 	// as before.
-	if len(data) >= 8 && !p.inFrame && !p.msgOpen {
+	//
+	// data must not start inside the buffer (a caller handing back a piece
+	// of it, an Event's Payload say, which copy allows): the header, stored
+	// first, could overwrite payload bytes not yet read (6 instructions).
+	if len(data) >= 8 && !p.inFrame && !p.msgOpen &&
+		uintptr(unsafe.Pointer(unsafe.SliceData(data)))-uintptr(unsafe.Pointer(unsafe.SliceData(buf))) >= uintptr(cap(buf)) {
 		w := binary.LittleEndian.Uint64(data)
 		b0 := byte(w)
 		masked := w&(bitMask<<8) != 0

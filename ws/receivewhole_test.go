@@ -353,3 +353,30 @@ func TestAppendMessageSmall(t *testing.T) {
 		}
 	}
 }
+
+// TestReceiveOwnBuffer: data that lies in the receive buffer itself (an
+// Event's Payload handed back, a frame inside a frame) is received as a
+// copy of it would be: Receive copies it as copy does, overlap and all.
+func TestReceiveOwnBuffer(t *testing.T) {
+	for _, role := range []Role{RoleServer, RoleClient} {
+		var key []byte
+		if role == RoleServer {
+			key = testKey
+		}
+		for _, n := range []int{6, 7, 20, 125, 126, 300} {
+			inner := frame(true, 0, OpBinary, key, bytes.Repeat([]byte("0123456789"), n)[:n])
+			outer := frame(true, 0, OpBinary, key, inner)
+			p := NewProtocol(Config{Role: role})
+			p.Receive(outer)
+			ev, err := p.Next()
+			if err != nil || !bytes.Equal(ev.Payload, inner) {
+				t.Fatalf("%v %d: outer frame: %v", role, n, err)
+			}
+			p.Receive(ev.Payload) // a piece of p's own buffer
+			ev, err = p.Next()
+			if err != nil || ev.Kind != EventMessage || !bytes.Equal(ev.Payload, bytes.Repeat([]byte("0123456789"), n)[:n]) {
+				t.Fatalf("%v %d: inner frame from the buffer itself: %v %q", role, n, err, ev.Payload)
+			}
+		}
+	}
+}
