@@ -30,3 +30,18 @@ func maskCopy(dst, src []byte, k32 uint32) {
 		maskXOR(&dst[:len(src)][0], &src[0], len(src), k32)
 	}
 }
+
+// maskCopyHi is maskXOR for dst != src, n > 0, that returns 0 if and only
+// if every byte it wrote is ASCII (below 0x80): Receive's copy of a frame's
+// payload, unmasked (a client's, key from its header) or as it is (a
+// server's, key 0), with the check that lets text skip the UTF-8
+// validator, in one pass. In mask_amd64.s.
+//
+//go:noescape
+func maskCopyHi(dst, src *byte, n int, key uint32) uint64
+
+// copySmall is copy for 1 <= n <= 256 bytes under AVX2 (useAVX2); dst and
+// src may overlap. In mask_amd64.s.
+//
+//go:noescape
+func copySmall(dst, src *byte, n int)

@@ -2,7 +2,10 @@
 
 package ws
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"unsafe"
+)
 
 // The portable masking loops; amd64 has them in assembly (mask_amd64.s).
 
@@ -63,3 +66,22 @@ func maskCopy(dst, src []byte, k32 uint32) {
 		k32 >>= 8
 	}
 }
+
+// maskCopyHi sets dst[:n] to src[:n] XORed with the masking key (as
+// maskWords takes it; the slices do not overlap, n > 0) and returns 0 if
+// and only if every byte written is ASCII (amd64 does both in one pass).
+func maskCopyHi(dst, src *byte, n int, key uint32) uint64 {
+	d := unsafe.Slice(dst, n)
+	maskCopy(d, unsafe.Slice(src, n), key)
+	if asciiPrefix(d) == n {
+		return 0
+	}
+	return 1
+}
+
+// useAVX2 is false: no AVX2 code here (mask_amd64.go).
+const useAVX2 = false
+
+// copySmall is copy for n bytes; amd64 has a shorter one for 1 to 256
+// bytes under AVX2, which AppendMessage calls only where useAVX2 is true.
+func copySmall(dst, src *byte, n int) { copy(unsafe.Slice(dst, n), unsafe.Slice(src, n)) }

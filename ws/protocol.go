@@ -3,10 +3,12 @@ package ws
 import (
 	"encoding/binary"
 	"errors"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Default limits applied when Config leaves them zero.
@@ -173,18 +175,23 @@ type Protocol struct {
 
 	// message being sent with AppendFrame
 	outOpen bool
-	haveKey bool
 	// Two flags of the groups above, packed here: a frame is being received
 	// (inFrame); a close frame is queued after a failure (pending, under mu).
 	inFrame bool
 	pending bool
-	// spareKey is a masking key drawn with the last one (haveKey): one
-	// random 64-bit number makes two keys (maskKey).
-	spareKey uint32
+	// ready, when not 0, is the header length of the frame that Receive
+	// decoded ahead: buf, all of it (r is 0), is that one frame, its header
+	// as received, its payload unmasked and, for text, validated. Next
+	// hands it out without parsing it again; unready puts the bytes back as
+	// they were received for every other use.
+	ready uint8
 
 	// wholeMax is the largest payload Next's fast path may take: the smaller of
 	// the limits that are on, capped at 0xFFFF (the 16-bit length).
-	wholeMax int
+	wholeMax int32
+
+	// keys is the state of the masking-key generator (maskKey).
+	keys uint64
 }
 
 // NewProtocol returns a Protocol configured by cfg.
@@ -207,8 +214,11 @@ func NewProtocol(cfg Config) *Protocol {
 	p.wholeMax = 0xFFFF
 	for _, l := range [2]int64{p.maxFrame, p.maxMsg} {
 		if l >= 0 && l < int64(p.wholeMax) {
-			p.wholeMax = int(l)
+			p.wholeMax = int32(l)
 		}
+	}
+	if p.role == RoleClient {
+		p.keys = newKeySeed()
 	}
 	if cfg.Deflate != nil {
 		p.fl = newDeflateState(cfg.Role, *cfg.Deflate, cfg.Compression)
@@ -242,6 +252,81 @@ func (p *Protocol) Err() error {
 // may be reused as soon as Receive returns. Bytes received after the peer's
 // Close frame or after a failure are discarded (RFC 6455 §5.5.1).
 func (p *Protocol) Receive(data []byte) {
+	// openPlain: no permessage-deflate, and neither a Close frame nor a
+	// failure received, so the state is Open or CloseSent (the sending side
+	// changes it only from Open to CloseSent) and nothing is discarded.
+	// Then all received bytes processed, and data (1 to cap(buf) bytes)
+	// fits from the start.
+	buf := p.buf
+	if !p.openPlain || p.r != len(buf) || uint(len(data)-1) >= uint(cap(buf)) || cap(buf) > 1<<20 {
+		p.receiveSlow(data)
+		return
+	}
+	p.r = 0
+	buf = buf[:len(data)]
+	// When data is exactly one frame that Next's fast path would take
+	// (nextFast: the same conditions, in the same order), it is decoded
+	// here, in the copy: the header is copied as it is, the payload
+	// unmasked, with the check of whether it is ASCII in the same pass
+	// (text that is not is validated here), and the frame is marked
+	// decoded (ready), so that Next hands it out without parsing,
+	// unmasking or validating it again. Frames of 6 bytes or less (a
+	// client's with 4 bytes of payload or less) are left to Next. A frame
+	// that breaks a rule is never taken here: the general path fails it,
+	// as before.
+	//
+	// data must not start inside the buffer (a caller handing back a piece
+	// of it, an Event's Payload say, which copy allows): the header, stored
+	// first, could overwrite payload bytes not yet read (6 instructions).
+	if len(data) >= 8 && !p.inFrame && !p.msgOpen &&
+		uintptr(unsafe.Pointer(unsafe.SliceData(data)))-uintptr(unsafe.Pointer(unsafe.SliceData(buf))) >= uintptr(cap(buf)) {
+		w := binary.LittleEndian.Uint64(data)
+		b0 := byte(w)
+		masked := w&(bitMask<<8) != 0
+		if (b0 == bitFin|byte(OpText) || b0 == bitFin|byte(OpBinary)) && masked == (p.role == RoleServer) {
+			l, n := int(w>>8&0x7F), 2
+			if l >= 126 {
+				// 126: a 16-bit length, minimal only from 126 on
+				// (§5.2); 127 (a 64-bit length) is beyond wholeMax.
+				l, n = int(bits.ReverseBytes16(uint16(w>>16))), 4
+				if w>>8&0x7F == 127 || l < 126 {
+					l = -1
+				}
+			}
+			var k32 uint32
+			if masked {
+				k32 = uint32(w >> (8 * n)) // the key follows the length
+				n += 4
+			}
+			if uint(l) <= uint(p.wholeMax) && n+l == len(data) { // l < 0: no
+				binary.LittleEndian.PutUint64(buf, w) // the payload goes over the word's tail
+				p.buf = buf
+				p.ready = uint8(n)
+				if l > 0 && maskCopyHi(&buf[n], &data[n], l, k32) != 0 && b0 == bitFin|byte(OpText) {
+					p.readyText()
+				}
+				return
+			}
+		}
+	}
+	p.buf = buf[:copy(buf, data)]
+}
+
+// readyText validates the text that Receive decoded ahead when it is not
+// ASCII; invalid, it is put back as received (unready), for the general
+// path to fail the connection.
+//
+//go:noinline
+func (p *Protocol) readyText() {
+	if !validUTF8(p.buf[p.ready:]) {
+		p.unready()
+	}
+}
+
+// receiveSlow is Receive but for its fast path.
+//
+//go:noinline
+func (p *Protocol) receiveSlow(data []byte) {
 	if p.fl != nil {
 		p.fl.releaseOut()
 	}
@@ -249,10 +334,30 @@ func (p *Protocol) Receive(data []byte) {
 		return
 	}
 	if p.r == len(p.buf) && len(data) <= cap(p.buf) && cap(p.buf) <= 1<<20 {
-		// The usual case: all processed, and data fits from the start.
+		// All processed, and data fits from the start.
 		p.buf = p.buf[:copy(p.buf[:len(data)], data)]
 		p.r = 0
 		return
+	}
+	if p.buf == nil && p.openPlain {
+		// No buffer yet (or given back): make it, and take the fast
+		// path, which may decode data.
+		p.buf, p.r = make([]byte, 0, max(p.bufHint, len(data))), 0
+		if cap(p.buf) <= 1<<20 {
+			p.Receive(data)
+			return
+		}
+	}
+	p.receiveMore(data)
+}
+
+// receiveMore is Receive when data does not go to the start of the receive
+// buffer: unprocessed bytes are kept, or data does not fit.
+//
+//go:noinline
+func (p *Protocol) receiveMore(data []byte) {
+	if p.ready != 0 {
+		p.unready()
 	}
 	if p.r > 0 {
 		switch {
@@ -272,6 +377,19 @@ func (p *Protocol) Receive(data []byte) {
 	p.buf = append(p.buf, data...)
 }
 
+// unready turns the frame that Receive decoded ahead back into the bytes
+// received (the payload masked again with its key: masking is its own
+// inverse), for every path but Next's use of it: more bytes received or
+// read in behind it, the general path.
+func (p *Protocol) unready() {
+	b := p.buf
+	n := int(p.ready)
+	p.ready = 0
+	if b[1]&bitMask != 0 {
+		maskWords(b[n:], binary.LittleEndian.Uint32(b[n-4:]))
+	}
+}
+
 // ReadBuffer returns free space at the end of the receive buffer, at least
 // min bytes, for the caller to read network bytes into; Commit(n) then takes
 // the first n of them as received. Together they are Receive without the
@@ -282,6 +400,9 @@ func (p *Protocol) Receive(data []byte) {
 func (p *Protocol) ReadBuffer(min int) []byte {
 	if p.fl != nil {
 		p.fl.releaseOut()
+	}
+	if p.ready != 0 {
+		p.unready()
 	}
 	if p.r == len(p.buf) {
 		if cap(p.buf) > 1<<20 && cap(p.buf) > p.bufHint && min < cap(p.buf)/4 {
@@ -338,6 +459,9 @@ func (p *Protocol) ReleaseReadBuffer() bool {
 func (p *Protocol) Commit(n int) {
 	if st := p.State(); st == StateClosed || st == StateCloseReceived || n <= 0 {
 		return
+	}
+	if p.ready != 0 {
+		p.unready()
 	}
 	p.buf = p.buf[:len(p.buf)+n]
 }
@@ -410,6 +534,16 @@ func (p *Protocol) NextInto(ev *Event) error {
 
 // nextFast is NextInto's fast path and the way to the general path.
 func (p *Protocol) nextFast(ev *Event) error {
+	if n := int(p.ready); n != 0 {
+		// A frame that Receive decoded: buf is that frame, its payload
+		// ready to hand out. Without permessage-deflate, there is
+		// nothing to release.
+		p.ready = 0
+		b := p.buf // r is 0
+		p.r = len(b)
+		ev.Kind, ev.Op, ev.Payload, ev.Fin, ev.Code, ev.Reason = EventMessage, Opcode(b[0]&0xF), b[n:len(b):len(b)], true, 0, ""
+		return nil
+	}
 	if p.fl != nil {
 		p.fl.releaseOut()
 	}
@@ -454,7 +588,7 @@ func (p *Protocol) nextFast(ev *Event) error {
 				goto general
 			}
 		}
-		if l > p.wholeMax {
+		if l > int(p.wholeMax) {
 			goto general
 		}
 		var k32 uint32
@@ -514,6 +648,9 @@ func (p *Protocol) failInto(ev *Event, e *ProtocolError) error {
 // next is Next without the fast path: every frame goes through the general
 // rules. The differential tests call it directly.
 func (p *Protocol) next() (Event, error) {
+	if p.ready != 0 {
+		p.unready() // the general path decodes the frame itself
+	}
 	if p.fl != nil {
 		p.fl.releaseOut()
 	}
@@ -640,6 +777,9 @@ var errPayloadTooLong = errors.New("ws: ReceivePayload: more bytes than PayloadW
 // Next, without the copy. After it, decoding goes on with Receive (or
 // ReadBuffer) and Next as usual.
 func (p *Protocol) ReceivePayload(b []byte) (Event, error) {
+	if p.ready != 0 {
+		p.unready() // b stands in for buf below
+	}
 	if st := p.State(); st == StateOpen || st == StateCloseSent {
 		if len(b) == 0 {
 			return Event{}, nil
@@ -842,6 +982,9 @@ func (p *Protocol) AppendMessage(dst []byte, op Opcode, payload []byte) ([]byte,
 	dst = dst[:start+hs+n]
 	if client {
 		maskCopy(dst[start+hs:], payload, k32)
+	} else if uint(n-1) < 256 && useAVX2 {
+		// Fewer instructions than memmove up to 256 bytes.
+		copySmall(&dst[start+hs], &payload[0], n)
 	} else {
 		copy(dst[start+hs:], payload)
 	}
@@ -1039,7 +1182,7 @@ func smallFrameMax(client bool) int {
 // jump, since n varies from frame to frame.
 func smallHeader(b0 byte, n int, masked bool, key uint32) (w uint64, hs int) {
 	e := (125 - n) >> 63 & 1 // n > 125: a 16-bit length
-	long := 126 | uint64(n>>8&0xFF)<<8 | uint64(n&0xFF)<<16
+	long := 126 | uint64(bits.ReverseBytes16(uint16(n)))<<8
 	w = uint64(b0) | (uint64(n)^((uint64(n)^long)&-uint64(e)))<<8
 	hs = 2 + 2*e
 	if masked {
@@ -1073,24 +1216,40 @@ func (p *Protocol) appendLargeFrame(dst []byte, fin bool, op Opcode, payload []b
 // stream seeded by the runtime from the operating system.
 func newMaskKey() uint32 { return rand.Uint32() }
 
-// maskKey returns a masking key for the sending side: the two halves of
-// one number of math/rand/v2's global generator (see newMaskKey), the
-// second kept for the next frame, so that a client draws a random number
-// for every other frame. Each key is still 32 bits of the ChaCha8 stream
-// that nobody else sees (§5.3, §10.3).
-func (p *Protocol) maskKey() uint32 {
-	if p.haveKey {
-		p.haveKey = false
-		return p.spareKey
-	}
-	return p.drawKeys()
-}
+// newKeySeed returns the starting state of a client's masking-key
+// generator (maskKey): 64 bits of math/rand/v2's global ChaCha8 stream,
+// which the runtime seeds from the operating system's random source.
+func newKeySeed() uint64 { return rand.Uint64() }
 
-// drawKeys is maskKey's draw: it returns one key and keeps the other.
-func (p *Protocol) drawKeys() uint32 {
-	k := rand.Uint64()
-	p.spareKey, p.haveKey = uint32(k>>32), true
-	return uint32(k)
+// maskKey returns a masking key for the sending side: a step of wyrand
+// (Wang Yi's generator: a Weyl sequence, the state plus an odd constant,
+// through a 64×64→128-bit multiply whose halves are folded), on a state of
+// the Protocol's own seeded from the operating system's randomness
+// (newKeySeed). A few instructions instead of a draw from the global
+// ChaCha8 generator (about 40 a small round trip, issue 13); gorilla/websocket
+// (math/rand) and gws (a generator of its own) do not use a cryptographic
+// one either.
+//
+// Why that is enough (RFC 6455 §5.3, §10.3): masking exists so that a
+// hostile script in a browser, which chooses the payload, cannot make its
+// frames look like other traffic (an HTTP request) to an intermediary that
+// does not speak WebSocket; for that the key of a frame must not be known
+// to whoever chooses its payload, before the frame is sent. Here the state
+// starts from 64 random bits that no caller sees, and every key depends on
+// all of them. What the generator does not give is cryptographic
+// strength: someone who records many keys (they travel in clear in the
+// frame headers: the server, an observer of the connection) could in
+// principle work the state out and foresee the next keys. A program whose
+// payloads are chosen by others who also see its frames on the wire (a
+// relay of untrusted messages to a server they run, through a proxy that
+// misreads WebSocket) would be the case that needs more than this; a Go
+// program forging its own bytes on the wire needs no help from a masking
+// key. The messages that permessage-deflate compresses still take their
+// keys from ChaCha8 (newMaskKey).
+func (p *Protocol) maskKey() uint32 {
+	p.keys += 0xa0761d6478bd642f
+	hi, lo := bits.Mul64(p.keys, p.keys^0xe7037ed1a0b428db)
+	return uint32(hi ^ lo)
 }
 
 // AppendPrepared is like PreparedFrame but appends a copy of the frame.

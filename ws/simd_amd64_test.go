@@ -68,3 +68,33 @@ func TestMaskXORPaths(t *testing.T) {
 }
 
 func TestASCIIPrefixPaths(t *testing.T) { withSIMD(t, TestASCIIPrefix) }
+
+func TestMaskCopyHiPaths(t *testing.T) { withSIMD(t, TestMaskCopyHi) }
+
+// TestCopySmall: copySmall copies every length from 1 to 256 (each of its
+// blocks), at every alignment, between separate buffers and overlapping
+// either way, as copy does, and writes nothing outside dst[:n].
+func TestCopySmall(t *testing.T) {
+	if !cpuAVX2() {
+		t.Skip("copySmall is called under AVX2 only")
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	mem := make([]byte, 1024)
+	for n := 1; n <= 256; n++ {
+		for _, shift := range []int{-300, -33, -1, 1, 7, 32, 300} { // dst - src; |shift| >= n: apart
+			for align := 0; align < 4; align++ {
+				for i := range mem {
+					mem[i] = byte(rng.Uint32())
+				}
+				src := 350 + align
+				dst := src + shift
+				want := append([]byte(nil), mem...)
+				copy(want[dst:dst+n], want[src:src+n])
+				copySmall(&mem[dst], &mem[src], n)
+				if !bytes.Equal(mem, want) {
+					t.Fatalf("n=%d dst-src=%d align=%d: differs from copy", n, shift, align)
+				}
+			}
+		}
+	}
+}
