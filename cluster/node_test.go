@@ -60,19 +60,38 @@ func (tn *testNode) stop() {
 
 func (tn *testNode) url() string { return "ws://" + tn.bus.Addr().String() + "/core" }
 
-// waitUp waits until every node's link is up.
+// waitUp waits until every node's link is up and, for embedded servers,
+// until the mesh is whole: a node is up with a route to one other node
+// (docs in doc.go, "A partition, order sender"), and core NATS drops a
+// frame that a server knows no subscription for, so a test that expects
+// every frame to reach every node waits until each server has a route to
+// every other and, with order "sender", knows every node's subscription
+// to the frames' subject (routes carry subscriptions once connected).
 func waitUp(t *testing.T, nodes []*testNode, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for _, tn := range nodes {
-		for !tn.node.Up() {
+		for !tn.node.Up() || !meshWhole(tn, len(nodes)) {
 			if time.Now().After(deadline) {
 				s, _ := tn.node.health()
-				t.Fatalf("node %s not up after %v: %s", tn.node.Name(), timeout, s)
+				t.Fatalf("node %s not up with the whole mesh after %v: %s", tn.node.Name(), timeout, s)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+}
+
+// meshWhole reports whether tn's embedded server reaches all n nodes (true
+// without an embedded server: one external server carries every node).
+func meshWhole(tn *testNode, n int) bool {
+	e := tn.node.emb
+	if e == nil {
+		return true
+	}
+	if e.peers() < n-1 {
+		return false
+	}
+	return tn.node.o.Order != OrderSender || e.srv.GlobalAccount().Interest(tn.node.subject) >= n
 }
 
 // wsClient is a raw WebSocket client that records every frame after the
