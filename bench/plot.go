@@ -78,7 +78,7 @@ func (r *Report) WriteSVG(out io.Writer) error {
 		svgWidth, height, svgWidth, height, fontFamily)
 	w.f(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
 	w.text(svgMargin, 30, 20, "start", colorText, "bold", title)
-	sub := fmt.Sprintf("%s · %d CPUs %s · %s", r.Date, r.Machine.CPUs, r.Machine.CPUModel, r.Machine.GoVersion)
+	sub := fmt.Sprintf("%s · %s %s · %s", r.Date, r.Machine.cpusText(), r.Machine.CPUModel, r.Machine.GoVersion)
 	if r.Repeat > 1 {
 		sub += fmt.Sprintf(" · median of %d runs", r.Repeat)
 	}

@@ -144,6 +144,15 @@ type Machine struct {
 	LoadAvg    float64 `json:"loadavg_1m_at_start"`
 }
 
+// cpusText says how many CPUs the client could use: "2 CPUs", or "1 of 2
+// CPUs" under an affinity mask.
+func (m Machine) cpusText() string {
+	if m.OnlineCPUs > m.CPUs {
+		return fmt.Sprintf("%d of %d CPUs", m.CPUs, m.OnlineCPUs)
+	}
+	return fmt.Sprintf("%d CPUs", m.CPUs)
+}
+
 // ThisMachine describes the machine the process runs on.
 func ThisMachine() Machine {
 	m := Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH}

@@ -338,3 +338,19 @@ func TestNotesPinnedClient(t *testing.T) {
 		t.Errorf("not pinned: %q", shared)
 	}
 }
+
+// The chart's subtitle says how many of the machine's CPUs a pinned client
+// had.
+func TestCPUsText(t *testing.T) {
+	for _, c := range []struct {
+		m    Machine
+		want string
+	}{
+		{Machine{CPUs: 2}, "2 CPUs"},
+		{Machine{CPUs: 1, OnlineCPUs: 2}, "1 of 2 CPUs"},
+	} {
+		if got := c.m.cpusText(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.m, got, c.want)
+		}
+	}
+}
