@@ -21,13 +21,14 @@ func BenchmarkEcho(b *testing.B) {
 	}
 }
 
-func benchEcho(b *testing.B, size int) {
+// rawEchoServer is echoServer on a raw listener (UpgradeConn, no
+// net/http) for the benchmarks: one connection, echoed by echoLoop.
+func rawEchoServer(b *testing.B, opts *AcceptOptions, buffered bool) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer ln.Close()
-	opts := &AcceptOptions{MaxMessageSize: 4 << 20, MaxFrameSize: 4 << 20}
+	b.Cleanup(func() { ln.Close() })
 	go func() {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -38,21 +39,15 @@ func benchEcho(b *testing.B, size int) {
 			return
 		}
 		defer c.CloseNow()
-		buf := make([]byte, 0, size)
-		ctx := context.Background()
-		for {
-			op, msg, err := c.ReadMessageInto(ctx, buf[:0])
-			if err != nil {
-				return
-			}
-			buf = msg
-			if err := c.WriteMessage(ctx, op, msg); err != nil {
-				return
-			}
-		}
+		echoLoop(c, buffered)
 	}()
+	return "ws://" + ln.Addr().String() + "/"
+}
+
+func benchEcho(b *testing.B, size int) {
+	url := rawEchoServer(b, &AcceptOptions{MaxMessageSize: 4 << 20, MaxFrameSize: 4 << 20}, false)
 	ctx := context.Background()
-	c, _, err := Dial(ctx, "ws://"+ln.Addr().String()+"/", &DialOptions{MaxMessageSize: 4 << 20, MaxFrameSize: 4 << 20})
+	c, _, err := Dial(ctx, url, &DialOptions{MaxMessageSize: 4 << 20, MaxFrameSize: 4 << 20})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -131,36 +126,9 @@ func benchNextMessage(b *testing.B, size int, deflate bool) {
 // BufferMessage), so both ends write once per burst. One op is one echo.
 func BenchmarkEchoPipelined(b *testing.B) {
 	const size, window = 1024, 16
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		nc, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		c, _, err := UpgradeConn(nc, nil)
-		if err != nil {
-			return
-		}
-		defer c.CloseNow()
-		var buf []byte
-		ctx := context.Background()
-		for {
-			op, msg, err := c.ReadMessageInto(ctx, buf[:0])
-			if err != nil {
-				return
-			}
-			buf = msg
-			if err := c.BufferMessage(op, msg); err != nil {
-				return
-			}
-		}
-	}()
+	url := rawEchoServer(b, nil, true)
 	ctx := context.Background()
-	c, _, err := Dial(ctx, "ws://"+ln.Addr().String()+"/", nil)
+	c, _, err := Dial(ctx, url, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

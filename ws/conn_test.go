@@ -25,20 +25,33 @@ func echoServer(t *testing.T, opts *AcceptOptions) string {
 			return
 		}
 		defer c.CloseNow()
-		var buf []byte
-		for {
-			op, msg, err := c.ReadMessageInto(context.Background(), buf[:0])
-			if err != nil {
-				return
-			}
-			buf = msg
-			if err := c.WriteMessage(context.Background(), op, msg); err != nil {
-				return
-			}
-		}
+		echoLoop(c, false)
 	}))
 	t.Cleanup(srv.Close)
 	return "ws" + strings.TrimPrefix(srv.URL, "http")
+}
+
+// echoLoop echoes every message c reads until it fails, as
+// examples/echoserver does: with BufferMessage when buffered (one write per
+// batch of messages read), else WriteMessage.
+func echoLoop(c *Conn, buffered bool) {
+	var buf []byte
+	ctx := context.Background()
+	for {
+		op, msg, err := c.ReadMessageInto(ctx, buf[:0])
+		if err != nil {
+			return
+		}
+		buf = msg
+		if buffered {
+			err = c.BufferMessage(op, msg)
+		} else {
+			err = c.WriteMessage(ctx, op, msg)
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func dialT(t *testing.T, url string, opts *DialOptions) *Conn {
