@@ -287,11 +287,14 @@ type loadRun struct {
 	errs      *errorLog
 }
 
+// more reports whether to send message number sent (moreAt; the clock is
+// read only in duration mode).
 func (l *loadRun) more(sent int64) bool {
+	var now int64
 	if l.sendUntil > 0 {
-		return l.now() < l.sendUntil
+		now = l.now()
 	}
-	return sent < int64(l.cfg.Count)
+	return l.moreAt(sent, now)
 }
 
 func (l *loadRun) op() ws.Opcode {
@@ -468,7 +471,8 @@ func (l *loadRun) windowed(lc *loadConn) {
 	}
 }
 
-// moreAt is more for a send at time now (in duration mode).
+// moreAt is more for a send at time now, already read from the clock:
+// until the duration is over, or Count messages.
 func (l *loadRun) moreAt(sent, now int64) bool {
 	if l.sendUntil > 0 {
 		return now < l.sendUntil
