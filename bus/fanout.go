@@ -565,20 +565,15 @@ func (h *hub) dropRecycled() {
 	h.recycleQ = h.recycleQ[:len(h.recycleQ)-1]
 }
 
-// heldFrom returns the oldest frame a reader of a follower with an owner,
-// in the log or departed from it, may still read (followerOwner.holds),
-// at most head; it forgets the departed ones that hold none any more.
-// Every later reader holds no less: a reader never goes back before what
-// it reported, and one that joins later reads from the head on. So
-// whatever is before it and out of the log may be recycled. The caller
-// holds mu.
-func (h *hub) heldFrom(head uint64) uint64 {
-	m := head
-	for _, f := range h.followers {
-		if f.owner != nil {
-			m = min(m, f.owner.holds())
-		}
-	}
+// heldDeparted returns the smaller of m and the oldest frame a reader of a
+// follower that left the log may still read (followerOwner.holds), and
+// forgets the departed ones that hold none any more. With what trim's scan
+// finds for the followers in the log, that is the oldest frame any reader
+// may still read (holdMin). Every later reader holds no less: a reader
+// never goes back before what it reported, and one that joins later reads
+// from the head on. So whatever is before it and out of the log may be
+// recycled. The caller holds mu.
+func (h *hub) heldDeparted(m uint64) uint64 {
 	keep := h.departed[:0]
 	for _, f := range h.departed {
 		if x := f.owner.holds(); x != released {
@@ -802,15 +797,21 @@ func (h *hub) notifyCut(cut []*follower) {
 func (h *hub) trim(head uint64, now int64) {
 	total := h.bytes.Load()
 	if head-h.scanHead >= h.scanMsgs || total-h.scanBytes >= h.scanEvery {
-		m := head
+		// One walk for the oldest cursor and, while recycling is on, the
+		// oldest frame a session's writer may still read (heldDeparted).
+		m, held := head, head
+		recycling := !h.escapes
 		for _, f := range h.followers {
 			if c := f.cursor.Load(); c < m {
 				m = c
 			}
+			if recycling && f.owner != nil {
+				held = min(held, f.owner.holds())
+			}
 		}
 		h.minCursor, h.scanHead, h.scanBytes = m, head, total
-		if !h.escapes {
-			h.holdMin = h.heldFrom(head)
+		if recycling {
+			h.holdMin = h.heldDeparted(held)
 		}
 	}
 	tail := h.tail.Load()
