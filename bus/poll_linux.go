@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"unsafe"
 )
 
 // The poller: readiness of the sessions' sockets on Linux over plain TCP,
@@ -225,7 +226,7 @@ func (p *poller) loop(rc syscall.RawConn) {
 	var mine *session
 	err := rc.Read(func(fd uintptr) bool {
 		for {
-			n, err := syscall.EpollWait(int(fd), p.evs, 0)
+			n, err := epollWaitNow(int(fd), p.evs)
 			if err == syscall.EINTR {
 				continue
 			}
@@ -291,7 +292,7 @@ func (p *poller) dispatch(evs []syscall.EpollEvent) *session {
 // (wfcs); p.mu is held.
 func (p *poller) writables() {
 	for {
-		n, err := syscall.EpollWait(p.wepfd, p.wevs, 0)
+		n, err := epollWaitNow(p.wepfd, p.wevs)
 		if err == syscall.EINTR {
 			continue
 		}
@@ -309,4 +310,22 @@ func (p *poller) writables() {
 			return
 		}
 	}
+}
+
+// epollWaitNow is epoll_wait with a zero timeout (epoll_pwait without a
+// signal mask, the one every Linux port has), made as a raw system call:
+// it cannot block, so it need not tell the scheduler. syscall.EpollWait
+// does (entersyscall), and entering a system call while the runtime's
+// sysmon thread sleeps because the process was idle wakes that thread and
+// sets it polling every 20 µs again for a millisecond or more. The loop
+// makes this call each time the bus wakes from idle, so on a bus that
+// sleeps and wakes with its traffic sysmon's wake-ups were most of the
+// process's context switches (bench/results/sysmon-2026-12-02.md).
+// evs is never empty.
+func epollWaitNow(epfd int, evs []syscall.EpollEvent) (int, error) {
+	n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(unsafe.SliceData(evs))), uintptr(len(evs)), 0, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
 }
