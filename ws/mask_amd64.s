@@ -16,6 +16,9 @@
 // same with 32-byte registers: up to 256 bytes without a loop (2, 4 or 8
 // blocks, from the start and from the end, all loaded before the first
 // store); above, 128 bytes at a time, then 32, the last 32 stored last.
+// Between the first Y register and VZEROUPPER only VEX forms (VMOVQ, not
+// MOVQ): a legacy SSE instruction there costs a state transition, about
+// 150 ns on some CPUs (asmcheck_test.go checks every path).
 TEXT ·maskXOR(SB), NOSPLIT, $0-28
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
@@ -81,9 +84,9 @@ last16:
 	RET
 
 avx2:
-	MOVQ         AX, X0
+	VMOVQ        AX, X0
 	VPBROADCASTD X0, Y0
-	MOVQ         BX, X6
+	VMOVQ        BX, X6
 	VPBROADCASTD X6, Y6
 	// Up to 256 bytes without a loop: blocks from the start masked with
 	// the key (their offsets are multiples of 32) and as many ending at n
@@ -277,9 +280,9 @@ hloop16:
 	RET
 
 havx2:
-	MOVQ         AX, X0
+	VMOVQ        AX, X0
 	VPBROADCASTD X0, Y0
-	MOVQ         BX, X6
+	VMOVQ        BX, X6
 	VPBROADCASTD X6, Y6
 	CMPQ CX, $64
 	JA   havx2over64
