@@ -16,18 +16,39 @@ import (
 	"time"
 )
 
-// echoServer starts an httptest server that echoes every message back.
+// echoServer starts an httptest server that echoes every message back. At
+// the test's end it drops the connections and waits for their handlers:
+// httptest's Close does not wait for hijacked ones, and a handler still
+// writing would overlap the next test (withSIMD switches what it runs).
 func echoServer(t *testing.T, opts *AcceptOptions) string {
 	t.Helper()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []*Conn
+	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		wg.Add(1) // before the hijack, so before srv.Close returns
+		defer wg.Done()
 		c, err := Accept(w, r, opts)
 		if err != nil {
 			return
 		}
 		defer c.CloseNow()
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
 		echoLoop(c, false)
 	}))
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		srv.Close() // no handler starts after this
+		mu.Lock()
+		for _, c := range conns {
+			c.CloseNow()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
 	return "ws" + strings.TrimPrefix(srv.URL, "http")
 }
 

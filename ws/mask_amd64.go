@@ -5,8 +5,15 @@ package ws
 // cpuAVX2 reports whether AVX2 may be used. In cpu_amd64.s.
 func cpuAVX2() bool
 
-// useAVX2 turns on the 32-byte loops of maskXOR and asciiPrefixAsm.
-var useAVX2 = cpuAVX2()
+// hasAVX2 reports whether the CPU has AVX2; set once, for the Go code that
+// chooses an AVX2-only routine (copySmall).
+var hasAVX2 = cpuAVX2()
+
+// useAVX2 turns on the 32-byte loops of maskXOR and asciiPrefixAsm. Only
+// the assembly reads it: the tests switch it off and on (withSIMD) while
+// goroutines of earlier tests may still be writing, and a Go read of it
+// would be a data race with that switch.
+var useAVX2 = hasAVX2
 
 // maskXOR sets dst[i] = src[i] ^ byte(key>>(8*(i%4))) for i < n; dst may
 // be src. In mask_amd64.s.
@@ -40,7 +47,7 @@ func maskCopy(dst, src []byte, k32 uint32) {
 //go:noescape
 func maskCopyHi(dst, src *byte, n int, key uint32) uint64
 
-// copySmall is copy for 1 <= n <= 256 bytes under AVX2 (useAVX2); dst and
+// copySmall is copy for 1 <= n <= 256 bytes under AVX2 (hasAVX2); dst and
 // src may overlap. In mask_amd64.s.
 //
 //go:noescape

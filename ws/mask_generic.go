@@ -79,9 +79,9 @@ func maskCopyHi(dst, src *byte, n int, key uint32) uint64 {
 	return 1
 }
 
-// useAVX2 is false: no AVX2 code here (mask_amd64.go).
-const useAVX2 = false
+// hasAVX2 is false: no AVX2 code here (mask_amd64.go).
+const hasAVX2 = false
 
 // copySmall is copy for n bytes; amd64 has a shorter one for 1 to 256
-// bytes under AVX2, which AppendMessage calls only where useAVX2 is true.
+// bytes under AVX2, which AppendMessage calls only where hasAVX2 is true.
 func copySmall(dst, src *byte, n int) { copy(unsafe.Slice(dst, n), unsafe.Slice(src, n)) }

@@ -982,7 +982,7 @@ func (p *Protocol) AppendMessage(dst []byte, op Opcode, payload []byte) ([]byte,
 	dst = dst[:start+hs+n]
 	if client {
 		maskCopy(dst[start+hs:], payload, k32)
-	} else if uint(n-1) < 256 && useAVX2 {
+	} else if uint(n-1) < 256 && hasAVX2 {
 		// Fewer instructions than memmove up to 256 bytes.
 		copySmall(&dst[start+hs], &payload[0], n)
 	} else {
