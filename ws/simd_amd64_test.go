@@ -11,13 +11,15 @@ import (
 
 // withSIMD runs f with the AVX2 loops off and, if the CPU has AVX2, on, so
 // that both the SSE2 and the AVX2 code of mask_amd64.s and utf8_amd64.s are
-// checked on this machine.
+// checked on this machine. It switches useAVX2, which only the assembly
+// reads (mask_amd64.go), so goroutines left by earlier tests do not race
+// with it.
 func withSIMD(t *testing.T, f func(t *testing.T)) {
 	saved := useAVX2
 	defer func() { useAVX2 = saved }()
 	useAVX2 = false
 	t.Run("sse2", f)
-	if cpuAVX2() {
+	if hasAVX2 {
 		useAVX2 = true
 		t.Run("avx2", f)
 	} else {
@@ -75,7 +77,7 @@ func TestMaskCopyHiPaths(t *testing.T) { withSIMD(t, TestMaskCopyHi) }
 // blocks), at every alignment, between separate buffers and overlapping
 // either way, as copy does, and writes nothing outside dst[:n].
 func TestCopySmall(t *testing.T) {
-	if !cpuAVX2() {
+	if !hasAVX2 {
 		t.Skip("copySmall is called under AVX2 only")
 	}
 	rng := rand.New(rand.NewPCG(9, 10))
