@@ -61,11 +61,10 @@ type Conn struct {
 	// p is the sans-IO protocol. Its read side (Receive, Next) is used by the
 	// reading goroutine without a lock; its write side (Append*) is used
 	// under pmu, which is held only for short, IO-free calls.
-	p        *Protocol
-	pmu      sync.Mutex
-	role     Role
-	vectored bool // nc writes net.Buffers with one writev
-	closed   atomic.Bool
+	p      *Protocol
+	pmu    sync.Mutex
+	role   Role
+	closed atomic.Bool
 
 	// Read side: rmu is held by each read call, so that Close can tell
 	// whether it may read the peer's close frame itself.
@@ -218,7 +217,6 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 			x.pending = append([]byte(nil), cfg.leftover...)
 		}
 	}
-	c.vectored = rawSocket(nc)
 	c.rio = newRawIO(nc)
 	if c.rio != nil {
 		c.rio.hooks = c
@@ -226,9 +224,8 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 	return c
 }
 
-// rawSocket reports whether nc is a socket the Conn may write with one
-// writev and, on Linux, read and write with raw system calls through its
-// syscall.RawConn (rawio_linux.go): a *net.TCPConn or *net.UnixConn, or a
+// rawSocket reports whether nc is a socket the Conn may, on Linux, read and
+// write with raw system calls through its syscall.RawConn (rawio_linux.go): a *net.TCPConn or *net.UnixConn, or a
 // net.Conn of another package that says so with a method RawSocket() bool
 // returning true (the bus's own sockets, taken out of the runtime's poller).
 // Such a conn's SyscallConn must behave like net's: Read and Write call f
