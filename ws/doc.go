@@ -47,9 +47,12 @@
 //     it can send the payload from where it is, behind the header (an
 //     unmasked server frame carries the payload unchanged, RFC 6455 §5.1).
 //
-// Conn uses all three. ReadMessageInto reads a large frame's payload
-// straight into the caller's buffer; a server writes a large uncompressed
-// message as its header and the caller's payload in one writev;
+// Conn uses the first two, and the third for a message over 1 MiB.
+// ReadMessageInto reads a large frame's payload straight into the caller's
+// buffer; a server writes an uncompressed message as one frame copied into
+// its encode buffer, a payload over 1 MiB through it 1 MiB at a time behind
+// the header (sending a payload from where a read left it, 10 bytes into the
+// stream behind a header, made the kernel's copy slow on some CPUs);
 // BufferMessage collects the answers to what one read brought and writes
 // them together, before the next read waits; WritePreparedBatch writes many
 // broadcast frames with one writev. On Linux a TCP or Unix socket is read
