@@ -225,9 +225,10 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 }
 
 // rawSocket reports whether nc is a socket the Conn may, on Linux, read and
-// write with raw system calls through its syscall.RawConn (rawio_linux.go): a *net.TCPConn or *net.UnixConn, or a
-// net.Conn of another package that says so with a method RawSocket() bool
-// returning true (the bus's own sockets, taken out of the runtime's poller).
+// write with raw system calls through its syscall.RawConn (rawio_linux.go):
+// a *net.TCPConn or *net.UnixConn, or a net.Conn of another package that
+// says so with a method RawSocket() bool returning true (the bus's own
+// sockets, taken out of the runtime's poller).
 // Such a conn's SyscallConn must behave like net's: Read and Write call f
 // with the descriptor until it returns true, waiting for readiness and
 // honouring the deadlines in between, and its Read and Write are the

@@ -78,8 +78,8 @@ func (c *Conn) Flush(ctx context.Context) error {
 // The payload is copied, not written from where it lies with writev behind
 // the header as it was before. A large buffer of Go's starts at a page, and
 // a payload there that a 10-byte header puts 10 bytes into the stream made
-// the kernel's copy into the socket slow on AMD EPYC: a 1 MiB echo cost 880
-// µs of CPU so, against 475 with a 16-byte first part in front and 525 with
+// the kernel's copy into the socket slow on AMD EPYC: a 1 MiB echo cost 897
+// µs of CPU so, against 463 with a 16-byte first part in front and 535 with
 // our copy (go run ./bench/cmd/sendcopy; bench/results/staged-2026-12-02.md).
 // The copy starts the frame at the start of the encode buffer, so that the
 // frame's bytes lie in memory as they go in the stream. A chunk is large
