@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command sendcopy measures what the kernel's copy of a large send costs
 // depending on how the bytes are laid out in memory: the echo of a 1 MiB
 // WebSocket message, reduced to its system calls. A client process (this
