@@ -17,7 +17,9 @@
 //	             part, so the payload has the same offset modulo 16 in the
 //	             stream as in memory
 //	copy         copy header and payload into another buffer, then write it:
-//	             ws now (writeStaged)
+//	             ws now (writeStaged, a payload up to its 1 MiB chunk)
+//	copy-256k    the same through the buffer 256 KiB of payload at a time,
+//	copy-128k    one write each (writeStaged with a smaller stageChunk)
 //	in-place     write(header, payload) as one buffer: the header written
 //	             into the 10 bytes in front of where the read put the payload
 //
@@ -43,7 +45,7 @@ import (
 	"unsafe"
 )
 
-var layouts = []string{"writev-h10", "writev-h16", "copy", "in-place"}
+var layouts = []string{"writev-h10", "writev-h16", "copy", "in-place", "copy-256k", "copy-128k"}
 
 func main() {
 	size := flag.Int("size", 1<<20, "payload bytes per echo")
@@ -143,12 +145,31 @@ func (s *server) run(l string, n int) float64 {
 		case "in-place":
 			copy(s.in[6:16], s.hdr[:10])
 			_, err = s.c.Write(s.in[6:])
+		case "copy-256k":
+			err = s.staged(msg, 256<<10)
+		case "copy-128k":
+			err = s.staged(msg, 128<<10)
 		}
 		if err != nil {
 			fail(err)
 		}
 	}
 	return float64((cpuTime() - t0).Nanoseconds()) / 1e3 / float64(n)
+}
+
+// staged writes the header and then msg through s.out, chunk bytes of msg
+// a write, as ws's writeStaged does.
+func (s *server) staged(msg []byte, chunk int) error {
+	b := append(s.out[:0], s.hdr[:10]...)
+	for {
+		n := min(len(msg), chunk)
+		b = append(b, msg[:n]...)
+		msg = msg[n:]
+		if _, err := s.c.Write(b); err != nil || len(msg) == 0 {
+			return err
+		}
+		b = s.out[:0]
+	}
 }
 
 func runClient(addr string, size int) {
