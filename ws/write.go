@@ -83,8 +83,8 @@ func (c *Conn) Flush(ctx context.Context) error {
 // our copy (go run ./bench/cmd/sendcopy; bench/results/staged-2026-12-02.md).
 // The copy starts the frame at the start of the encode buffer, so that the
 // frame's bytes lie in memory as they go in the stream. A chunk is large
-// because each write also wakes the reader: with 128 KiB chunks a 1 MiB echo
-// cost more CPU than with 1 MiB.
+// because each write also wakes the reader: through 128 KiB chunks a 1 MiB
+// echo cost 1088 µs, through one copy 520 (sendcopy's copy-128k layout).
 const stageChunk = 1 << 20
 
 // writeMessageLocked appends the message's frame to the buffered ones and
