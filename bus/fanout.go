@@ -641,7 +641,7 @@ func (h *hub) publishLocked(e *entry) {
 		f.signal(wakeStart)
 	}
 	if waker {
-		go h.wakeSleepers()
+		workers.start((*wakerTask)(h))
 	}
 	h.notifyCut(cut)
 }

@@ -51,11 +51,14 @@ type poller struct {
 	// wepfd is the write epoll: every fdConn's socket in it, EPOLLOUT and
 	// edge-triggered (fdConn.writable); it is itself in epfd under the
 	// token 0, level-triggered, so the loop hears of its edges.
-	wepfd int
-	file  *os.File // epfd, for the runtime's poller
-	mu    sync.Mutex
-	conns map[uint32]pollee // by token
-	next  uint32            // the last token handed out
+	wepfd  int
+	file   *os.File              // epfd, for the runtime's poller
+	rc     syscall.RawConn       // file's, which loop waits on
+	waitFn func(fd uintptr) bool // p.wait
+	mine   *session              // the session the waiting loop reads next
+	mu     sync.Mutex
+	conns  map[uint32]pollee // by token
+	next   uint32            // the last token handed out
 	// The waiting loop's scratch.
 	evs   []syscall.EpollEvent
 	ready []pollee
@@ -71,6 +74,15 @@ type pollee interface {
 }
 
 func (c *session) ready(uint32) *session { return c }
+
+// The poller's tasks (workers.go): the next loop, and a session's reader.
+type (
+	pollTask poller
+	readTask session
+)
+
+func (t *pollTask) run() { (*poller)(t).loop() }
+func (t *readTask) run() { (*session)(t).readReady() }
 
 // pollEvents arms a socket: readable, or the peer shut down or reset
 // (EPOLLHUP and EPOLLERR are reported always), once.
@@ -121,7 +133,9 @@ func getPoller() (*poller, error) {
 			return
 		}
 		thePoller = &poller{epfd: fd, wepfd: wfd, file: f, conns: make(map[uint32]pollee), evs: make([]syscall.EpollEvent, 256), wevs: make([]syscall.EpollEvent, 256)}
-		go thePoller.loop(rc)
+		thePoller.rc = rc
+		thePoller.waitFn = thePoller.wait
+		go thePoller.loop()
 	})
 	return thePoller, pollerErr
 }
@@ -221,31 +235,37 @@ func (p *poller) ctl(c *session, op int) error {
 // starts the readers of the readable sessions but one, starts the next loop
 // and becomes that one session's reader itself, so that a message reaches
 // its reader without waiting for the scheduler. One loop at a time waits
-// (rc.Read holds epfd's read lock), so evs and ready are its own.
-func (p *poller) loop(rc syscall.RawConn) {
-	var mine *session
-	err := rc.Read(func(fd uintptr) bool {
-		for {
-			n, err := epollWaitNow(int(fd), p.evs)
-			if err == syscall.EINTR {
-				continue
-			}
-			if err != nil {
-				panic("bus: epoll_wait: " + err.Error()) // the epoll fd is ours: cannot happen
-			}
-			if n == 0 {
-				return false // wait until epfd is readable
-			}
-			if mine = p.dispatch(p.evs[:n]); mine != nil {
-				return true
-			}
-		}
-	})
-	if err != nil {
+// (rc.Read holds epfd's read lock), so evs, ready and mine are its own.
+func (p *poller) loop() {
+	if err := p.rc.Read(p.waitFn); err != nil {
 		panic("bus: epoll descriptor: " + err.Error()) // never closed
 	}
-	go p.loop(rc)
+	mine := p.mine
+	p.mine = nil
+	workers.start((*pollTask)(p))
 	mine.readReady()
+}
+
+// wait is loop's callback for rc.Read (waitFn, made once: a closure made
+// per loop was two allocations per wake-up): it takes the events epfd has
+// and dispatches them until one of them is a session for the loop to read
+// (mine), or epfd has none left (then rc.Read waits for it).
+func (p *poller) wait(fd uintptr) bool {
+	for {
+		n, err := epollWaitNow(int(fd), p.evs)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			panic("bus: epoll_wait: " + err.Error()) // the epoll fd is ours: cannot happen
+		}
+		if n == 0 {
+			return false // wait until epfd is readable
+		}
+		if p.mine = p.dispatch(p.evs[:n]); p.mine != nil {
+			return true
+		}
+	}
 }
 
 // dispatch wakes the waiters evs concern and starts the readers of the
@@ -273,7 +293,7 @@ func (p *poller) dispatch(evs []syscall.EpollEvent) *session {
 		c := x.ready(p.evts[i])
 		if c != nil && c.rstate.CompareAndSwap(readArmed, readRunning) {
 			if mine != nil {
-				go mine.readReady()
+				workers.start((*readTask)(mine))
 			}
 			mine = c
 		}

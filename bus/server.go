@@ -409,7 +409,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		conn.CloseNow()
 	}
 	s.log.Debug("Client connected", "remote", c.remote)
-	go c.writeTask(nil, nil, false)
+	workers.start((*writerTask)(c))
 	// The handler returns: net/http lets go of the connection's request,
 	// response and buffers (8 KiB), and the reader is readReady, run by the
 	// poller when the socket is readable (the first time now: the client

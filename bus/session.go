@@ -32,6 +32,10 @@ import (
 //     receive rule or deflate, a goroutine (writeTask, started by
 //     wakeWriter) writes until it has caught up, sleeps in the hub and
 //     returns. Their batch buffers come from writeBatches.
+//   - these goroutines, the waker and the poll path's readers are tasks
+//     run by the pool of workers.go: goroutines kept, a few at most, for
+//     the next task once theirs is done, so that each does not grow a
+//     fresh stack again.
 //   - the reader, on Linux over plain TCP (the poll path, poll_linux.go),
 //     runs only while the socket has bytes: the poller's epoll loop starts
 //     readReady when the socket is readable, which relays what is there
@@ -299,7 +303,7 @@ func (c *session) readFailed(err error) {
 // run one at a time: only the wake that finds none running starts one.
 func (c *session) wakeWriter() {
 	if c.wpend.Add(1) == 1 {
-		go c.writeTask(nil, nil, false)
+		workers.start((*writerTask)(c))
 	}
 }
 
@@ -319,7 +323,7 @@ func (c *session) wake(how wakeHow) bool {
 	case wakeAgain:
 		return c.writeInline()
 	case wakeHandOff:
-		go c.writeTask(nil, nil, false)
+		workers.start((*writerTask)(c))
 		return false
 	case wakeInline:
 		if c.runs() && c.conn.CanTryRead() {
@@ -356,13 +360,13 @@ func (c *session) writeInline() (again bool) {
 			// are for good) where it may wait (closing).
 			wb.reset()
 			writeBatches.Put(wb)
-			go c.writeTask(nil, nil, false)
+			workers.start((*writerTask)(c))
 			return false
 		case asleep:
 			wb.reset()
 			writeBatches.Put(wb)
 			if !c.wpend.CompareAndSwap(1, 0) {
-				go c.writeTask(nil, nil, false) // woken again meanwhile
+				workers.start((*writerTask)(c)) // woken again meanwhile
 			}
 			return false
 		}
