@@ -12,8 +12,8 @@ import (
 // (session.go). Started with a go statement, each such goroutine began on
 // a fresh stack and grew it again, several times, to the depth of a read,
 // a relay or a write: at 10 subscribers and 20 000 messages that growing
-// (runtime.morestack, copystack) was 5.6 % of the server's samples, and
-// the stack pool's page faults more (issue 13, bench/results/). A task
+// (runtime.morestack, copystack) was 5.5 % of the server's samples, and
+// 0.7 % with the pool (issue 13, bench/results/workers-2026-12-02.md). A task
 // given to workers.start runs instead on a goroutine that has finished an
 // earlier task and waits, parked, for the next one, with the stack it
 // grew; only when none waits is a goroutine started. So an idle bus still
@@ -40,7 +40,8 @@ const maxIdleWorkers = 8
 type workerPool struct {
 	mu   sync.Mutex
 	idle []chan task
-	// live counts the pool's goroutines, waiting or running a task.
+	// live counts the pool's goroutines, waiting or running a task (for
+	// the tests: one add when a goroutine starts or ends, none per task).
 	live atomic.Int32
 }
 
@@ -82,13 +83,6 @@ func (p *workerPool) work(t task) {
 		p.mu.Unlock()
 		t = <-ch
 	}
-}
-
-// waiting reports how many workers wait for a task.
-func (p *workerPool) waiting() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.idle)
 }
 
 // The bus's tasks. Each is a pointer conversion of the structure it runs

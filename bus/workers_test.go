@@ -7,6 +7,13 @@ import (
 	"time"
 )
 
+// waiting reports how many workers wait for a task.
+func (p *workerPool) waiting() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle)
+}
+
 // funcTask is a task that calls a function (for tests; the bus's tasks are
 // its structures, workers.go).
 type funcTask func()
