@@ -14,6 +14,22 @@ func (p *workerPool) waiting() int {
 	return len(p.idle)
 }
 
+// testPool returns a pool of the test's own whose waiting workers end with
+// the test (the process's pool keeps its own, workers.go).
+func testPool(t *testing.T) *workerPool {
+	p := new(workerPool)
+	t.Cleanup(func() {
+		p.mu.Lock()
+		idle := p.idle
+		p.idle = nil
+		p.mu.Unlock()
+		for _, ch := range idle {
+			ch <- funcTask(runtime.Goexit)
+		}
+	})
+	return p
+}
+
 // funcTask is a task that calls a function (for tests; the bus's tasks are
 // its structures, workers.go).
 type funcTask func()
@@ -24,7 +40,7 @@ func (f funcTask) run() { f() }
 // when more are given than workers wait; afterwards maxIdleWorkers wait,
 // and the other goroutines have ended.
 func TestWorkersRunEveryTask(t *testing.T) {
-	var p workerPool
+	p := testPool(t)
 	const n = 100
 	release := make(chan struct{})
 	var started, done sync.WaitGroup
@@ -58,7 +74,7 @@ func TestWorkersRunEveryTask(t *testing.T) {
 // TestWorkersReuse: a task given while a worker waits runs on that worker
 // (no new goroutine), and the worker waits again afterwards.
 func TestWorkersReuse(t *testing.T) {
-	var p workerPool
+	p := testPool(t)
 	ran := make(chan struct{})
 	p.start(funcTask(func() { ran <- struct{}{} }))
 	<-ran
@@ -80,7 +96,7 @@ func TestWorkersStartAllocatesNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	var p workerPool
+	p := testPool(t)
 	var h hub // wakeSleepers on an empty hub returns at once
 	p.start((*wakerTask)(&h))
 	waitFor(t, "the worker to wait", 10*time.Second, func() bool { return p.waiting() == 1 })
