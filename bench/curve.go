@@ -19,8 +19,9 @@ import (
 // CurveRef is the subscriber count the curve's ratios refer to.
 const CurveRef = 100
 
-// curveKey is the metric the curve plots.
-const curveKey = "server_cpu_us_per_delivery"
+// CurveMetric is the metric the curve plots (a fan-out run's server CPU per
+// delivery; bench/cmd/fanfloor writes its floors under it too).
+const CurveMetric = "server_cpu_us_per_delivery"
 
 // curvePoint is one server at one subscriber count.
 type curvePoint struct {
@@ -37,7 +38,7 @@ func (r *Report) curve() (map[string][]curvePoint, []int) {
 	var counts []int
 	for _, s := range r.Series {
 		c, okc := s.Summary["clients"]
-		v, okv := s.Summary[curveKey]
+		v, okv := s.Summary[CurveMetric]
 		if !okc || !okv || v.N == 0 {
 			continue
 		}
@@ -81,7 +82,7 @@ func pointAt(ps []curvePoint, clients int) (curvePoint, bool) {
 func (r *Report) WriteCurveMarkdown(w io.Writer) error {
 	pts, counts := r.curve()
 	if len(counts) == 0 {
-		return fmt.Errorf("bench: no series with %s: nothing to draw", curveKey)
+		return fmt.Errorf("bench: no series with %s: nothing to draw", CurveMetric)
 	}
 	ref := refCount(counts)
 	buses := r.curveBuses(pts)
@@ -151,7 +152,7 @@ func (r *Report) curveBuses(pts map[string][]curvePoint) []string {
 func (r *Report) WriteCurveSVG(out io.Writer) error {
 	pts, counts := r.curve()
 	if len(counts) == 0 {
-		return fmt.Errorf("bench: no series with %s: nothing to draw", curveKey)
+		return fmt.Errorf("bench: no series with %s: nothing to draw", CurveMetric)
 	}
 	buses := r.curveBuses(pts)
 	const (

@@ -15,7 +15,7 @@ func curveReport(cpu func(bus string, clients, run int) float64) *Report {
 		for _, bus := range []string{"a", "b"} {
 			s := r.SeriesFor(fmt.Sprintf("%d×%d", n, 200000/n), Target{Name: bus, URL: "ws://" + bus})
 			for k := range 3 {
-				s.Add(map[string]float64{"clients": float64(n), curveKey: cpu(bus, n, k)})
+				s.Add(map[string]float64{"clients": float64(n), CurveMetric: cpu(bus, n, k)})
 			}
 		}
 	}

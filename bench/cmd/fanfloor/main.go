@@ -35,12 +35,15 @@
 // header above 125 bytes), as `ovbus bench` sends them (its default size is
 // 256). Every run has fresh connections; the medians are printed, each as a
 // ratio to the 100-subscriber scenario's, with the write calls per
-// subscriber. Pin the writer for steady figures (taskset -c 0); the reader
-// follows -reader-cpu when taskset is installed.
+// subscriber; -json FILE also writes the runs as a fan-out report, whose
+// targets floor-burst and floor-relay bench/curve.sh draws beside the
+// servers' cost curves. Pin the writer for steady figures (taskset -c 0); the
+// reader follows -reader-cpu when taskset is installed.
 package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"net"
@@ -51,6 +54,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ovbus/ovbus/bench"
 )
 
 type scenario struct{ subs, frames int }
@@ -67,6 +72,7 @@ func main() {
 	conns := flag.Int("conns", 0, "subscriber connections (with -reader, internal)")
 	frames := flag.Int("frames", 0, "frames per subscriber (with -reader, internal)")
 	send := flag.Bool("send", false, "also send the frames on one more connection (with -reader, internal)")
+	jsonOut := flag.String("json", "", "also write the runs to `FILE` as a fan-out report (targets floor-burst and floor-relay), for bench/cmd/curve")
 	flag.Parse()
 	if *size < 126 || *size > 65535 {
 		fail(fmt.Errorf("-size: %d is outside 126-65535 (the frames have a 4-byte header)", *size))
@@ -97,13 +103,28 @@ func main() {
 		perDelivery[m] = make([][]float64, len(scs))
 		writes[m] = make([][]float64, len(scs))
 	}
+	rep := bench.NewReport(bench.KindFanout, *repeat, map[string]any{"size": *size, "preset": *preset})
+	rep.Command = strings.Join(os.Args, " ")
 	for r := 0; r < *repeat; r++ {
 		for i, sc := range scs {
 			for m, mode := range modes {
 				us, w := run(sc, frame, mode == "relay", *readerCPU)
 				perDelivery[m][i] = append(perDelivery[m][i], us)
 				writes[m][i] = append(writes[m][i], w)
+				rep.SeriesFor(fmt.Sprintf("%d×%d", sc.subs, sc.frames), bench.Target{Name: "floor-" + mode, PID: -1}).Add(map[string]float64{
+					"clients": float64(sc.subs), "messages": float64(sc.frames), bench.CurveMetric: us, "writes_per_subscriber": w,
+				})
 			}
+		}
+	}
+	if *jsonOut != "" {
+		rep.Finish()
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err == nil {
+			err = os.WriteFile(*jsonOut, append(b, '\n'), 0o644)
+		}
+		if err != nil {
+			fail(err)
 		}
 	}
 	fmt.Printf("# fanfloor: %d-byte frames (%d payload), %d runs of each, medians (min-max)\n", len(frame), *size, *repeat)
