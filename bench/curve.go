@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -22,6 +23,36 @@ const CurveRef = 100
 // CurveMetric is the metric the curve plots (a fan-out run's server CPU per
 // delivery; bench/cmd/fanfloor writes its floors under it too).
 const CurveMetric = "server_cpu_us_per_delivery"
+
+// FloorPrefix begins the names of the floors bench/cmd/fanfloor writes
+// (floor-burst, floor-relay): the chart draws them dashed.
+const FloorPrefix = "floor-"
+
+// logTicks returns the ticks of a logarithmic axis from lo to hi: 1, 2 and
+// 5 times the powers of ten, from the last at or below lo to the first at
+// or above hi (two at least).
+func logTicks(lo, hi float64) []float64 {
+	if !(lo > 0) || !(hi >= lo) || math.IsInf(hi, 0) {
+		return []float64{0.01, 0.1, 1}
+	}
+	var all []float64
+	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi))+1; e++ {
+		for _, m := range []float64{1, 2, 5} {
+			all = append(all, m*math.Pow(10, e))
+		}
+	}
+	start, end := 0, len(all)-1
+	for i, t := range all {
+		if t <= lo {
+			start = i
+		}
+		if t >= hi {
+			end = i
+			break
+		}
+	}
+	return all[start : max(end, start+1)+1]
+}
 
 // curvePoint is one server at one subscriber count.
 type curvePoint struct {
@@ -163,28 +194,39 @@ func (r *Report) WriteCurveSVG(out io.Writer) error {
 		bottom = 56
 	)
 	plotW, plotH := float64(svgWidth-left-right), float64(height-top-bottom)
-	maxV := 0.0
+	// Both axes are logarithmic: the curve is read as ratios (to the
+	// 100-subscriber point, between servers, to the floor), which a log
+	// scale shows as distances, whatever the spread of the values.
+	minV, maxV := math.Inf(1), 0.0
 	for _, ps := range pts {
 		for _, p := range ps {
 			maxV = max(maxV, p.max, p.median)
+			for _, v := range []float64{p.min, p.median} {
+				if v > 0 {
+					minV = min(minV, v)
+				}
+			}
 		}
 	}
-	ticks := niceTicks(maxV)
-	yTop := ticks[len(ticks)-1]
+	ticks := logTicks(minV, maxV)
+	yLo, yHi := math.Log10(ticks[0]), math.Log10(ticks[len(ticks)-1])
 	lo, hi := math.Log10(float64(counts[0])), math.Log10(float64(counts[len(counts)-1]))
 	if hi-lo < 1 {
 		lo, hi = lo-0.5, hi+0.5
 	}
 	lo, hi = lo-0.15*(hi-lo)/float64(max(len(counts)-1, 1)), hi+0.15*(hi-lo)/float64(max(len(counts)-1, 1))
 	x := func(n int) float64 { return left + (math.Log10(float64(n))-lo)/(hi-lo)*plotW }
-	y := func(v float64) float64 { return top + plotH - v/yTop*plotH }
+	y := func(v float64) float64 {
+		v = max(v, ticks[0]) // a zero (no CPU time measured) sits on the axis
+		return top + plotH - (math.Log10(v)-yLo)/(yHi-yLo)*plotH
+	}
 
 	var w svgWriter
 	w.f(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="%s">`+"\n",
 		svgWidth, height, svgWidth, height, fontFamily)
 	w.f(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
 	w.text(svgMargin, 30, 20, "start", colorText, "bold", "ovbus bench — fan-out cost curve")
-	sub := "Server CPU per delivery (µs, median; whiskers: min–max of repeats) against subscribers (log scale)"
+	sub := "Server CPU per delivery (µs, median; whiskers: min–max of repeats) against subscribers (log scales)"
 	if r.Date != "" {
 		sub += " — " + r.Date
 	}
@@ -200,7 +242,7 @@ func (r *Report) WriteCurveSVG(out io.Writer) error {
 	// Axes and grid.
 	for _, t := range ticks {
 		w.line(left, y(t), left+plotW, y(t), colorGrid, 1)
-		w.text(left-8, y(t)+4, 11, "end", colorSubtle, "normal", fmt.Sprintf("%.2f", t))
+		w.text(left-8, y(t)+4, 11, "end", colorSubtle, "normal", strconv.FormatFloat(t, 'g', -1, 64))
 	}
 	for _, n := range counts {
 		w.line(x(n), top, x(n), top+plotH, colorGrid, 1)
@@ -217,7 +259,11 @@ func (r *Report) WriteCurveSVG(out io.Writer) error {
 		for _, p := range ps {
 			path = append(path, fmt.Sprintf("%.1f,%.1f", x(p.clients), y(p.median)))
 		}
-		w.f(`<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", c, strings.Join(path, " "))
+		dash := "" // a floor (bench/cmd/fanfloor) is no server: dashed
+		if strings.HasPrefix(bus, FloorPrefix) {
+			dash = ` stroke-dasharray="6 4"`
+		}
+		w.f(`<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", c, dash, strings.Join(path, " "))
 		for _, p := range ps {
 			px := x(p.clients) + float64(i-len(buses)/2)*3 // whiskers side by side
 			w.line(px, y(p.min), px, y(p.max), c, 1.5)

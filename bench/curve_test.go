@@ -79,3 +79,37 @@ func TestRefCount(t *testing.T) {
 		}
 	}
 }
+
+func TestLogTicks(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi float64
+		want   string
+	}{
+		{0.066, 10.378, "[0.05 0.1 0.2 0.5 1 2 5 10 20]"},
+		{0.3, 0.45, "[0.2 0.5]"},
+		{0.1, 0.1, "[0.1 0.2]"},
+		{0.5, 0.5, "[0.5 1]"},
+		{0, 1, "[0.01 0.1 1]"}, // nothing above zero: a default axis
+	} {
+		if got := fmt.Sprint(logTicks(c.lo, c.hi)); got != c.want {
+			t.Errorf("logTicks(%v, %v) = %s, want %s", c.lo, c.hi, got, c.want)
+		}
+	}
+}
+
+func TestCurveFloorDashed(t *testing.T) {
+	r := NewReport(KindFanout, 1, nil)
+	for _, n := range []int{10, 100} {
+		for _, bus := range []string{"ovbus", FloorPrefix + "burst"} {
+			r.SeriesFor(fmt.Sprint(n), Target{Name: bus}).Add(map[string]float64{"clients": float64(n), CurveMetric: 0.1})
+		}
+	}
+	r.Finish()
+	var svg bytes.Buffer
+	if err := r.WriteCurveSVG(&svg); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(svg.String(), "stroke-dasharray"); n != 1 {
+		t.Errorf("%d dashed lines, want the floor's only", n)
+	}
+}

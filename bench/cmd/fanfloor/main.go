@@ -111,7 +111,7 @@ func main() {
 				us, w := run(sc, frame, mode == "relay", *readerCPU)
 				perDelivery[m][i] = append(perDelivery[m][i], us)
 				writes[m][i] = append(writes[m][i], w)
-				rep.SeriesFor(fmt.Sprintf("%d×%d", sc.subs, sc.frames), bench.Target{Name: "floor-" + mode, PID: -1}).Add(map[string]float64{
+				rep.SeriesFor(fmt.Sprintf("%d×%d", sc.subs, sc.frames), bench.Target{Name: bench.FloorPrefix + mode, PID: -1}).Add(map[string]float64{
 					"clients": float64(sc.subs), "messages": float64(sc.frames), bench.CurveMetric: us, "writes_per_subscriber": w,
 				})
 			}
