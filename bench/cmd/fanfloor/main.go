@@ -60,6 +60,10 @@ import (
 
 type scenario struct{ subs, frames int }
 
+// epollET is EPOLLET as epoll_event's uint32 (syscall's is negative on
+// some platforms, positive on others).
+const epollET = 1 << 31
+
 var modes = []string{"burst", "relay"}
 
 func main() {
@@ -222,7 +226,7 @@ func run(sc scenario, frame []byte, relay bool, readerCPU string) (float64, floa
 	}
 	defer syscall.Close(ep)
 	for i, fd := range fds {
-		ev := syscall.EpollEvent{Events: syscall.EPOLLOUT | -syscall.EPOLLET, Fd: int32(i)}
+		ev := syscall.EpollEvent{Events: syscall.EPOLLOUT | epollET, Fd: int32(i)}
 		if i == sc.subs {
 			ev.Events = syscall.EPOLLIN // the sender: level-triggered
 		}
@@ -400,7 +404,7 @@ func runReader(ctlAddr string, port, conns, frames int, frame []byte, send bool)
 	sender, toSend, full := -1, 0, false
 	if send {
 		sender, toSend = dial(), frames
-		ev := syscall.EpollEvent{Events: syscall.EPOLLOUT | -syscall.EPOLLET, Fd: int32(conns)}
+		ev := syscall.EpollEvent{Events: syscall.EPOLLOUT | epollET, Fd: int32(conns)}
 		if err := syscall.EpollCtl(ep, syscall.EPOLL_CTL_ADD, sender, &ev); err != nil {
 			fail(err)
 		}
