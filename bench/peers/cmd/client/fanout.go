@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,27 +41,55 @@ func fanoutMain(args []string) error {
 	cfg := fanoutConfig{clients: *clients, messages: *messages, size: *size, warmup: max(*warmup, 1),
 		timeout: *timeout, readBuf: *readBuf}
 
+	return fanoutRuns(os.Stdout, os.Stderr, targets, cfg, *repeat, *pause)
+}
+
+// fanoutRuns runs every target repeat times, interleaved as ovbus bench
+// does (A B C, then B C A, …), and writes a row per run and the medians to
+// out. A run that fails (a server that drops its clients, say) is a row
+// saying so, on errs too, and the others go on: one server's failure does
+// not cost the comparison of the rest; the medians are of the runs that
+// completed. It fails only when no run of any target completed.
+func fanoutRuns(out, errs io.Writer, targets []target, cfg fanoutConfig, repeat int, pause time.Duration) error {
 	results := make([][]figures, len(targets))
-	fmt.Printf(rowFormat, "run", "target", "deliveries/s", "dropped", "client CPU", "server CPU", "server µs/delivery", "client µs/delivery")
-	// Interleaved as ovbus bench does: A B C, then B C A, …
-	for r := range *repeat {
+	failed := make([]int, len(targets))
+	fmt.Fprintf(out, rowFormat, "run", "target", "deliveries/s", "dropped", "client CPU", "server CPU", "server µs/delivery", "client µs/delivery")
+	var lastErr error
+	for r := range repeat {
 		for j := range targets {
 			i := (j + r) % len(targets)
 			t := targets[i]
 			if r+j > 0 {
-				time.Sleep(*pause)
+				time.Sleep(pause)
 			}
 			res, err := runFanout(t, cfg)
 			if err != nil {
-				return fmt.Errorf("%s: %w", t.name, err)
+				failed[i]++
+				lastErr = fmt.Errorf("%s: %w", t.name, err)
+				fmt.Fprintf(out, "%-6s  %-10s  failed: %v\n", strconv.Itoa(r+1), t.name, err)
+				fmt.Fprintf(errs, "client: %v\n", lastErr)
+				continue
 			}
 			results[i] = append(results[i], res.figures())
-			fmt.Print(res.figures().row(strconv.Itoa(r+1), t.name))
+			fmt.Fprint(out, res.figures().row(strconv.Itoa(r+1), t.name))
 		}
 	}
-	fmt.Printf("\nmedians of %d runs, %d×%d, %d B messages (! client above 80 %% of a core)\n", *repeat, *clients, *messages, cfg.size)
+	fmt.Fprintf(out, "\nmedians of %d runs, %d×%d, %d B messages (! client above 80 %% of a core)\n", repeat, cfg.clients, cfg.messages, cfg.size)
+	completed := 0
 	for i, t := range targets {
-		fmt.Print(median(results[i]).row("median", t.name))
+		completed += len(results[i])
+		if len(results[i]) == 0 {
+			fmt.Fprintf(out, "%-6s  %-10s  no run completed (%d failed)\n", "median", t.name, failed[i])
+			continue
+		}
+		row := median(results[i]).row("median", t.name)
+		if failed[i] > 0 {
+			row = strings.TrimSuffix(row, "\n") + fmt.Sprintf("  (of %d runs: %d failed)\n", repeat, failed[i])
+		}
+		fmt.Fprint(out, row)
+	}
+	if completed == 0 {
+		return fmt.Errorf("no run completed; the last failure: %w", lastErr)
 	}
 	return nil
 }
@@ -248,10 +277,12 @@ func runFanout(t target, cfg fanoutConfig) (fanoutResult, error) {
 	ctx := context.Background()
 	subs := make([]*sub, cfg.clients)
 	var conns []net.Conn
+	var wg sync.WaitGroup
 	defer func() {
 		for _, c := range conns {
 			c.Close()
 		}
+		wg.Wait() // a failed run's subscribers end before the next run
 	}()
 	for i := range subs {
 		conn, br, err := dial(ctx, t.url, cfg.readBuf)
@@ -284,7 +315,6 @@ func runFanout(t target, cfg fanoutConfig) (fanoutResult, error) {
 		return bw.Flush() // one write per message, as a client sends them
 	}
 
-	var wg sync.WaitGroup
 	for _, s := range subs {
 		wg.Add(1)
 		go func() {

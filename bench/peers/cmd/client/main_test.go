@@ -41,6 +41,37 @@ func TestFanoutDeliversEverything(t *testing.T) {
 	}
 }
 
+func TestFanoutRunsGoOnAfterAFailure(t *testing.T) {
+	dead := httptest.NewServer(nil)
+	deadURL := "ws" + strings.TrimPrefix(dead.URL, "http") + "/core"
+	dead.Close() // nothing listens there any more: every run of it fails
+	targets := []target{{name: "gorilla", url: busURL(t), pid: os.Getpid()}, {name: "dead", url: deadURL, pid: -1}}
+	cfg := fanoutConfig{clients: 3, messages: 50, size: 256, warmup: 2, timeout: 5 * time.Second, readBuf: 4096}
+	var out, errs strings.Builder
+	if err := fanoutRuns(&out, &errs, targets, cfg, 2, 0); err != nil {
+		t.Fatalf("fanoutRuns: %v (a failing target must not end the comparison)", err)
+	}
+	report := out.String()
+	if n := strings.Count(report, "dead        failed: "); n != 2 {
+		t.Errorf("%d failed rows for the dead target, want 2:\n%s", n, report)
+	}
+	if !strings.Contains(report, "median  dead        no run completed (2 failed)") {
+		t.Errorf("no median row saying the dead target never completed:\n%s", report)
+	}
+	if !strings.Contains(report, "median  gorilla") || strings.Contains(report, "gorilla     failed") {
+		t.Errorf("gorilla's runs should all complete, with a median:\n%s", report)
+	}
+	if !strings.Contains(errs.String(), "client: dead: ") {
+		t.Errorf("the failures are not on the error stream: %q", errs.String())
+	}
+
+	// Nothing completed at all: an error.
+	out.Reset()
+	if err := fanoutRuns(&out, &errs, targets[1:], cfg, 1, 0); err == nil {
+		t.Error("fanoutRuns with no completed run returned no error")
+	}
+}
+
 func TestParse(t *testing.T) {
 	for _, tt := range []struct {
 		warm      bool
