@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"slices"
 	"strconv"
@@ -16,27 +15,15 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ovbus/ovbus/internal/testport"
 )
 
-// freePorts returns n TCP ports free on 127.0.0.1 just now, below the
-// kernel's ephemeral range (the embedded servers' random client ports come
-// from that range and could take one before its node binds it).
+// freePorts returns n ports for embedded nodes, from cluster's own range
+// (internal/testport says why).
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	var ports []int
-	var ls []net.Listener
-	for len(ports) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(20000+rand.IntN(10000)))
-		if err != nil {
-			continue
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
+	return testport.Free(t, testport.Cluster, n)
 }
 
 // meshOptions returns the options of n embedded nodes that route to each

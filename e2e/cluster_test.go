@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -18,6 +16,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	busclient "github.com/ovbus/ovbus/client"
+	"github.com/ovbus/ovbus/internal/testport"
 	"github.com/ovbus/ovbus/message"
 	"github.com/ovbus/ovbus/ws"
 )
@@ -63,20 +62,11 @@ func newClusterNodes(t *testing.T, n int, order string) []*clusterNode {
 	return nodes
 }
 
-// routePort returns a free port below the kernel's ephemeral range: the
-// embedded NATS servers take random ports from that range for their client
-// ports, and could take a port chosen from it before its node binds it.
+// routePort returns a port for a node's routes, from e2e's own range
+// (internal/testport says why).
 func routePort(t *testing.T) int {
 	t.Helper()
-	for range 100 {
-		p := 20000 + rand.IntN(10000)
-		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p)); err == nil {
-			l.Close()
-			return p
-		}
-	}
-	t.Fatal("no free port in 20000-29999")
-	return 0
+	return testport.Free(t, testport.E2E, 1)[0]
 }
 
 func (nd *clusterNode) start() { nd.b = nd.sb.start() }
