@@ -406,11 +406,11 @@ func TestCloseWithoutLeaks(t *testing.T) {
 	// whose one goroutine serves the whole process from then on (bus's
 	// poll_linux.go). Every other goroutine of that connection ends.
 	runtime.GC()
-	base := runtime.NumGoroutine()
+	base, _ := liveGoroutines()
 	warm := dial(t, b, nil)
 	warm.Close()
 	waitGoroutines(t, base+1)
-	base = runtime.NumGoroutine()
+	base, _ = liveGoroutines()
 	for range 3 {
 		c, err := client.New(b.url(), &client.Options{OnState: func(client.StateChange) {}})
 		if err != nil {
