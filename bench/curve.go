@@ -162,8 +162,49 @@ func (r *Report) WriteCurveMarkdown(w io.Writer) error {
 		}
 	}
 	b.WriteString("\n")
+	writeFloorRatios(&b, pts, counts, buses)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeFloorRatios writes, when the curve has floors (bench/cmd/fanfloor),
+// a table per floor: each server's median at each count over the floor's
+// median there, the floor being what the kernel charges for that fan-out.
+func writeFloorRatios(b *strings.Builder, pts map[string][]curvePoint, counts []int, buses []string) {
+	var floors, servers []string
+	for _, bus := range buses {
+		if strings.HasPrefix(bus, FloorPrefix) {
+			floors = append(floors, bus)
+		} else {
+			servers = append(servers, bus)
+		}
+	}
+	if len(floors) == 0 || len(servers) == 0 {
+		return
+	}
+	for _, fl := range floors {
+		fmt.Fprintf(b, "\n| subscribers |")
+		for _, srv := range servers {
+			fmt.Fprintf(b, " %s ÷ %s |", srv, fl)
+		}
+		b.WriteString("\n|---:|")
+		for range servers {
+			b.WriteString("---:|")
+		}
+		b.WriteString("\n")
+		for _, n := range counts {
+			fmt.Fprintf(b, "| %d |", n)
+			f, ok := pointAt(pts[fl], n)
+			for _, srv := range servers {
+				if p, okp := pointAt(pts[srv], n); ok && okp && f.median > 0 {
+					fmt.Fprintf(b, " ×%.2f |", p.median/f.median)
+				} else {
+					b.WriteString(" – |")
+				}
+			}
+			b.WriteString("\n")
+		}
+	}
 }
 
 // curveBuses returns the servers with points, in report order.

@@ -60,6 +60,10 @@ func TestRunMergesReports(t *testing.T) {
 		"| ovbus: server µs/delivery (min–max), ×100-subscriber | floor-burst: server µs/delivery (min–max), ×100-subscriber |",
 		"| 10 | 10×20000 | 0.300 (0.300–0.300), ×3.00 | 0.150 (0.150–0.150), ×3.00 |",
 		"| 100 | 100×2000 | 0.100 (0.100–0.100), ×1.00 | 0.050 (0.050–0.050), ×1.00 |",
+		// The servers over the floor, at each count.
+		"| subscribers | ovbus ÷ floor-burst |",
+		"| 10 | ×2.00 |",
+		"| 100 | ×2.00 |",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table has no line\n%s\nin\n%s", want, table)
