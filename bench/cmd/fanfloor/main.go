@@ -24,9 +24,9 @@
 //	       back to make a larger batch, with no work of its own but the
 //	       system calls.
 //
-// The figure is the writer's CPU time (getrusage, every thread of this
-// process) from the start of the burst to the reader's word that every
-// byte arrived, divided by M×N. On loopback a write also runs the
+// The figure is the writer's CPU time (every thread of this process, read
+// as `ovbus bench` reads a server's: bench/stats) from the start of the
+// burst to the reader's word that every byte arrived, divided by M×N. On loopback a write also runs the
 // receiving side's TCP processing, as it does for a real server.
 //
 //	go run ./bench/cmd/fanfloor [-preset 10x20000,100x2000,1000x200,10000x100] [-size 256] [-repeat 5]
@@ -53,9 +53,9 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/ovbus/ovbus/bench"
+	"github.com/ovbus/ovbus/bench/stats"
 )
 
 type scenario struct{ subs, frames int }
@@ -254,7 +254,7 @@ func run(sc scenario, frame []byte, relay bool, readerCPU string) (float64, floa
 	sent := make([]int, sc.subs)
 	full := make([]bool, sc.subs) // waiting for EPOLLOUT
 	calls, done := 0, 0
-	start := cpuTime()
+	start := cpuSample()
 	catchUp := func(i int) {
 		if full[i] || sent[i] == avail {
 			return
@@ -307,7 +307,7 @@ func run(sc scenario, frame []byte, relay bool, readerCPU string) (float64, floa
 		}
 	}
 	expect(ctlr, "done")
-	cpu := cpuTime() - start
+	cpu := stats.CPUSince(start, cpuSample())
 	return float64(cpu.Nanoseconds()) / 1e3 / float64(sc.subs*sc.frames), float64(calls) / float64(sc.subs)
 }
 
@@ -477,21 +477,22 @@ func runReader(ctlAddr string, port, conns, frames int, frame []byte, send bool)
 	}
 }
 
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+// cpuSample reads this process's CPU time the way `ovbus bench` reads a
+// server's (bench/stats), so that the floor and the servers' figures come
+// from the same clock.
+func cpuSample() stats.CPUSample {
+	c, err := stats.ReadCPU(os.Getpid())
+	if err != nil {
 		fail(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return c
 }
 
+// median is the median of v, which it leaves as it was.
 func median(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	return stats.Median(s)
 }
 
 func fail(err error) {
