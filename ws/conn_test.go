@@ -591,3 +591,34 @@ func TestAdjacent(t *testing.T) {
 		t.Fatal("another array")
 	}
 }
+
+// TestClosedConnDropsReadBuffer: a Conn that is closed, by CloseNow or by
+// the end of its reads, holds no receive buffer, so that a closed
+// connection kept a while longer (a writer finishing) costs little.
+func TestClosedConnDropsReadBuffer(t *testing.T) {
+	url := echoServer(t, nil)
+	ctx := context.Background()
+	for _, how := range []string{"CloseNow", "read error"} {
+		c := dialT(t, url, nil)
+		if err := c.WriteMessage(ctx, TextMessage, []byte("hello")); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := c.ReadMessage(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if c.p.buf == nil {
+			t.Fatalf("%s: no receive buffer after a read", how)
+		}
+		if how == "CloseNow" {
+			c.CloseNow()
+		} else {
+			c.NetConn().Close() // the next read fails
+			if _, _, err := c.ReadMessage(ctx); err == nil {
+				t.Fatal("read after the socket closed succeeded")
+			}
+		}
+		if c.p.buf != nil {
+			t.Fatalf("%s: the receive buffer (%d bytes) is still held", how, cap(c.p.buf))
+		}
+	}
+}

@@ -911,15 +911,18 @@ func (p *Protocol) fail(e *ProtocolError) (Event, error) {
 	return Event{}, e
 }
 
-// Release drops what the Protocol holds for a message being received: the
-// compressed bytes collected so far and their charge on the Budget. Call it
-// when the connection is abandoned in the middle of a message; Next's
-// failures release them themselves. The Protocol must not receive after it.
+// Release drops what the Protocol holds for receiving: the compressed bytes
+// of a message collected so far, their charge on the Budget, and the
+// receive buffer (to the collector, not to the pool: the last Event's
+// Payload may still be read). Call it when the connection is abandoned;
+// Next's failures release the message's bytes themselves. The Protocol must
+// not receive after it.
 func (p *Protocol) Release() {
 	p.inflating = false
 	if p.fl != nil {
 		p.fl.abortInflate()
 	}
+	p.buf, p.bufp, p.r, p.ready = nil, nil, 0, 0
 }
 
 // HasPendingClose reports whether a Close frame was queued by a failure and

@@ -503,7 +503,7 @@ func (c *Conn) readNet(b []byte, idle bool) (int, error) {
 func (c *Conn) setReadErr(err error) error {
 	if c.readErr == nil {
 		c.readErr = err
-		c.p.Release() // nothing more is received: a partial message goes
+		c.p.Release() // nothing more is received: a partial message and the receive buffer go
 		close(c.extra().readDead)
 	}
 	return err
