@@ -280,7 +280,8 @@ type hub struct {
 	// mu): the retired ones kept for it, oldest first; the newest slab
 	// whole; whether some follower without an owner ever joined (escapes:
 	// nothing is recycled from then on); the followers with an owner taken
-	// out of the log whose readers may still hold frames; the oldest frame
+	// out of the log whose readers may still hold frames (departed: each
+	// leaves it when its reader says it is done, forget); the oldest frame
 	// any reader held at the last scan of trim (holdMin: everything before
 	// it may be recycled once out of the log); and how many arenas and
 	// slabs were recycled (for tests).
@@ -288,7 +289,7 @@ type hub struct {
 	slabQ     []heldSlab
 	slabBase  []entry
 	escapes   bool
-	departed  []*follower
+	departed  map[*follower]struct{}
 	holdMin   uint64
 	recycled  int
 	recycledS int
@@ -574,16 +575,44 @@ func (h *hub) dropRecycled() {
 // from the head on. So whatever is before it and out of the log may be
 // recycled. The caller holds mu.
 func (h *hub) heldDeparted(m uint64) uint64 {
-	keep := h.departed[:0]
-	for _, f := range h.departed {
+	for f := range h.departed {
 		if x := f.owner.holds(); x != released {
 			m = min(m, x)
-			keep = append(keep, f)
+		} else {
+			delete(h.departed, f)
 		}
 	}
-	clear(h.departed[len(keep):])
-	h.departed = keep
+	h.dropDeparted()
 	return m
+}
+
+// forget takes f, whose reader now holds no frame (its owner's holds
+// reports released, for good), out of the departed followers, so that
+// nothing of a closed session is kept once its writer has ended, whether
+// or not anything is published after it.
+func (h *hub) forget(f *follower) {
+	h.mu.Lock()
+	if _, ok := h.departed[f]; ok {
+		delete(h.departed, f)
+		h.dropDeparted()
+	}
+	h.mu.Unlock()
+}
+
+// dropDeparted lets an empty departed map go: a map keeps the room it grew
+// to (a storm of closes), and a quiet bus should not. The caller holds mu.
+func (h *hub) dropDeparted() {
+	if len(h.departed) == 0 {
+		h.departed = nil
+	}
+}
+
+// departedCount is how many followers that left the log still wait for
+// their readers (the departed_writers gauge).
+func (h *hub) departedCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.departed)
 }
 
 // publishLocked appends e to the log, wakes the sleeping followers (or has
@@ -962,8 +991,12 @@ func (h *hub) removeAt(i int) {
 	h.followers = h.followers[:last]
 	f.idx = -1
 	if f.owner != nil && f.owner.holds() != released {
-		// Its reader may be writing a batch still: recycling waits for it.
-		h.departed = append(h.departed, f)
+		// Its reader may be writing a batch still: recycling waits for it,
+		// until the owner says it is done (forget).
+		if h.departed == nil {
+			h.departed = map[*follower]struct{}{}
+		}
+		h.departed[f] = struct{}{}
 	}
 }
 

@@ -17,20 +17,7 @@ import (
 // heap profile, and the biggest allocation sites. runtime.MemProfileRate
 // must have been 1 since before those objects were allocated.
 func serverHeap() (total int64, sites []string) {
-	// Three collections: the pools' contents go in two, and the profile is
-	// that of the last completed cycle.
-	for range 3 {
-		runtime.GC()
-	}
-	var recs []runtime.MemProfileRecord
-	for {
-		n, ok := runtime.MemProfile(recs, false)
-		if ok {
-			recs = recs[:n]
-			break
-		}
-		recs = make([]runtime.MemProfileRecord, n+50)
-	}
+	recs := heapProfile()
 	bySite := map[string]int64{}
 	for i := range recs {
 		r := &recs[i]
@@ -63,6 +50,23 @@ func serverHeap() (total int64, sites []string) {
 	}
 	slices.SortFunc(sites, func(a, b string) int { return cmp.Compare(b, a) })
 	return total, sites
+}
+
+// heapProfile returns the heap profile's records after three collections:
+// the pools' contents go in two, and the profile is that of the last
+// completed cycle.
+func heapProfile() []runtime.MemProfileRecord {
+	for range 3 {
+		runtime.GC()
+	}
+	var recs []runtime.MemProfileRecord
+	for {
+		n, ok := runtime.MemProfile(recs, false)
+		if ok {
+			return recs[:n]
+		}
+		recs = make([]runtime.MemProfileRecord, n+50)
+	}
 }
 
 // maxIdleSessionHeap is the most heap an idle plain session may hold on

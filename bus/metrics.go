@@ -74,6 +74,8 @@ func newMetrics(s *Server) *metrics {
 			Help: "Messages held in the fan-out log."}, func() float64 { n, _ := s.hub.retained(); return float64(n) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ovbus", Name: "log_bytes",
 			Help: "Bytes the fan-out log holds: its encoded frames, each shared segment counted whole while it holds a retained frame."}, func() float64 { _, b := s.hub.retained(); return float64(b) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ovbus", Name: "departed_writers",
+			Help: "Closed clients whose writer is still finishing a write; each is let go when its write ends (within write_timeout)."}, func() float64 { return float64(s.hub.departedCount()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ovbus", Name: "inflight_bytes",
 			Help: "Bytes held of the messages being read from clients (max_inflight_bytes bounds them)."}, func() float64 { return float64(s.inflight.InUse()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "ovbus", Name: "inflight_refused_total",

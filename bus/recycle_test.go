@@ -226,7 +226,7 @@ func TestRecycleWithSessions(t *testing.T) {
 	waitFor(t, "the writer of the client that left to end", 10*time.Second, func() bool {
 		s.hub.mu.Lock()
 		defer s.hub.mu.Unlock()
-		for _, f := range s.hub.departed {
+		for f := range s.hub.departed {
 			if f.owner.holds() != released {
 				return false
 			}

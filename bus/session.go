@@ -435,9 +435,14 @@ func (c *session) writeTask(carry *writeBatch, rest []byte, held bool) {
 	}
 }
 
-// writerEnded ends the writer side, once.
+// writerEnded ends the writer side, once. From then on holds reports
+// released, so the hub forgets c's follower if it had kept it for the
+// writer (hub.forget: set first, then forget under the hub's lock, so a
+// follower the hub takes out of the log meanwhile is either not kept or
+// forgotten here).
 func (c *session) writerEnded() {
 	if c.wended.CompareAndSwap(false, true) {
+		c.s.hub.forget(&c.f)
 		c.sideDone()
 	}
 }
