@@ -245,23 +245,30 @@ func (r *RotatingFile) Files() []string {
 	return slices.Clip(out)
 }
 
-// Repeated warnings are rate-limited per kind (the record's message): the
-// first warnLimit of a kind in each warnWindow are written, the rest are
-// counted, and once the window is over one line says how many were left
-// out. A flood of refused connections or dropped frames then costs a few
-// lines per window instead of one per attempt; the counters in /metrics
-// still count every one.
+// Repeated warnings are rate-limited per kind (the record's message), and so
+// are the lines of other records marked with limitedAs (the INFO line of
+// each close a client causes): the first warnLimit of a kind in each
+// warnWindow are written, the rest are counted, and when the window is over
+// one line says how many were left out. A flood of refused connections,
+// dropped frames or hostile clients then costs a few lines per window
+// instead of one per attempt, which matters where the log is an SD card;
+// the counters in /metrics still count every one.
 const (
 	warnLimit  = 10
 	warnWindow = 10 * time.Second
 )
 
 // warnLimiter is the state rate-limited handlers share (a logger and every
-// logger derived from it with With).
+// logger derived from it with With). While some kind has left records out,
+// a timer writes its summary to out when its window is over, whether or
+// not anything is logged after it.
 type warnLimiter struct {
-	now   func() time.Time
-	mu    sync.Mutex
-	kinds map[string]*warnKind
+	now    func() time.Time
+	window time.Duration // warnWindow; shorter in tests
+	out    slog.Handler
+	mu     sync.Mutex
+	kinds  map[string]*warnKind
+	timer  *time.Timer // armed while some kind has left records out
 }
 
 type warnKind struct {
@@ -269,10 +276,27 @@ type warnKind struct {
 	written    int
 	suppressed int
 	level      slog.Level
+	limit      *limitKind // nil: a warning, its kind the message
+}
+
+// limitKind is the kind of records below WARNING that are rate-limited all
+// the same: key is the kind, what and attr say what the summary counts.
+type limitKind struct {
+	key, what string
+	attr      slog.Attr
+}
+
+type limitKey struct{}
+
+// limitedAs returns a context whose records (logged with Logger.Log(ctx,
+// …)) are rate-limited as one kind whatever their level; the summary says
+// "suppressed N <what>", with attr.
+func limitedAs(key, what string, attr slog.Attr) context.Context {
+	return context.WithValue(context.Background(), limitKey{}, &limitKind{key, what, attr})
 }
 
 // rateLimited is a slog.Handler that rate-limits the records at WARNING and
-// above of next (see warnLimit).
+// above of next, and those logged with a limitedAs context.
 type rateLimited struct {
 	next slog.Handler
 	l    *warnLimiter
@@ -283,17 +307,22 @@ func newRateLimited(h slog.Handler, now func() time.Time) *rateLimited {
 	if now == nil {
 		now = time.Now
 	}
-	return &rateLimited{next: h, l: &warnLimiter{now: now, kinds: map[string]*warnKind{}}}
+	return &rateLimited{next: h, l: &warnLimiter{now: now, window: warnWindow, out: h, kinds: map[string]*warnKind{}}}
 }
 
 func (h *rateLimited) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
 
 func (h *rateLimited) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level < slog.LevelWarn {
+	lk, _ := ctx.Value(limitKey{}).(*limitKind)
+	if r.Level < slog.LevelWarn && lk == nil {
 		return h.next.Handle(ctx, r)
 	}
+	key := r.Message
+	if lk != nil {
+		key = lk.key
+	}
 	now := h.l.now()
-	summaries, write := h.l.admit(r.Message, r.Level, now)
+	summaries, write := h.l.admit(key, lk, r.Level, now)
 	for _, s := range summaries {
 		h.next.Handle(ctx, s)
 	}
@@ -303,50 +332,86 @@ func (h *rateLimited) Handle(ctx context.Context, r slog.Record) error {
 	return h.next.Handle(ctx, r)
 }
 
-// admit counts a record of kind msg at now and reports whether to write it,
+// admit counts a record of kind key at now and reports whether to write it,
 // with the summary records of the kinds whose window is over.
-func (l *warnLimiter) admit(msg string, level slog.Level, now time.Time) (summaries []slog.Record, write bool) {
+func (l *warnLimiter) admit(key string, lk *limitKind, level slog.Level, now time.Time) (summaries []slog.Record, write bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	summaries = l.rollLocked(now)
-	k := l.kinds[msg]
+	k := l.kinds[key]
 	if k == nil {
-		k = &warnKind{start: now, level: level}
-		l.kinds[msg] = k
+		k = &warnKind{start: now, level: level, limit: lk}
+		l.kinds[key] = k
 	}
 	if k.written < warnLimit {
 		k.written++
 		return summaries, true
 	}
 	k.suppressed++
+	if l.timer == nil {
+		l.timer = time.AfterFunc(k.start.Add(l.window).Sub(now), l.tick)
+	}
 	return summaries, false
 }
 
+// tick is the timer's: it writes the summaries of the windows that are
+// over, and is armed again for the next one that leaves records out.
+func (l *warnLimiter) tick() {
+	l.mu.Lock()
+	now := l.now()
+	out := l.rollLocked(now)
+	l.timer = nil
+	var next time.Time
+	for _, k := range l.kinds {
+		if end := k.start.Add(l.window); k.suppressed > 0 && (next.IsZero() || end.Before(next)) {
+			next = end
+		}
+	}
+	if !next.IsZero() {
+		l.timer = time.AfterFunc(max(next.Sub(now), time.Millisecond), l.tick)
+	}
+	l.mu.Unlock()
+	for _, r := range out {
+		l.out.Handle(context.Background(), r)
+	}
+}
+
 // rollLocked ends the windows that are over and returns a summary record
-// for each that left warnings out; a kind with nothing left out is
+// for each that left records out; a kind with nothing left out is
 // forgotten.
 func (l *warnLimiter) rollLocked(now time.Time) []slog.Record {
 	var out []slog.Record
-	for _, msg := range slices.Sorted(maps.Keys(l.kinds)) {
-		k := l.kinds[msg]
-		if now.Sub(k.start) < warnWindow {
+	for _, key := range slices.Sorted(maps.Keys(l.kinds)) {
+		k := l.kinds[key]
+		if now.Sub(k.start) < l.window {
 			continue
 		}
 		if k.suppressed > 0 {
-			r := slog.NewRecord(now, k.level, fmt.Sprintf("suppressed %d similar warnings", k.suppressed), 0)
-			r.AddAttrs(slog.String("warning", msg), slog.Duration("window", warnWindow))
+			var r slog.Record
+			if lk := k.limit; lk != nil {
+				r = slog.NewRecord(now, k.level, fmt.Sprintf("suppressed %d %s", k.suppressed, lk.what), 0)
+				r.AddAttrs(lk.attr)
+			} else {
+				r = slog.NewRecord(now, k.level, fmt.Sprintf("suppressed %d similar warnings", k.suppressed), 0)
+				r.AddAttrs(slog.String("warning", key))
+			}
+			r.AddAttrs(slog.Duration("window", l.window))
 			out = append(out, r)
 		}
-		delete(l.kinds, msg)
+		delete(l.kinds, key)
 	}
 	return out
 }
 
-// flush writes the summaries of every kind that left warnings out, as if
-// their windows were over (at Shutdown).
+// flush writes the summaries of every kind that left records out, as if
+// their windows were over (at Shutdown), and stops the timer.
 func (h *rateLimited) flush() {
 	h.l.mu.Lock()
-	out := h.l.rollLocked(h.l.now().Add(warnWindow + 1))
+	out := h.l.rollLocked(h.l.now().Add(h.l.window + 1))
+	if h.l.timer != nil {
+		h.l.timer.Stop()
+		h.l.timer = nil
+	}
 	h.l.mu.Unlock()
 	for _, r := range out {
 		h.next.Handle(context.Background(), r)

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -90,6 +91,20 @@ func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
 	h.msgs = append(h.msgs, line)
 	return nil
 }
+
+// count returns how many messages are msg (or, with prefix, begin with it).
+func (h *countingHandler) count(msg string, prefix bool) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, m := range h.msgs {
+		if m == msg || prefix && strings.HasPrefix(m, msg) {
+			n++
+		}
+	}
+	return n
+}
+
 func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
 
@@ -108,17 +123,7 @@ func TestWarningsRateLimited(t *testing.T) {
 	for range 100 {
 		log.Info("Client connected")
 	}
-	count := func(msg string) int {
-		out.mu.Lock()
-		defer out.mu.Unlock()
-		n := 0
-		for _, m := range out.msgs {
-			if m == msg {
-				n++
-			}
-		}
-		return n
-	}
+	count := func(msg string) int { return out.count(msg, false) }
 	if n := count("Refused connection"); n != warnLimit {
 		t.Fatalf("%d refused lines in the first window, want %d", n, warnLimit)
 	}
@@ -169,5 +174,39 @@ func TestRefusedConnectionsDoNotFloodTheLog(t *testing.T) {
 	}
 	if m := scrape(t, s); !strings.Contains(m, `ovbus_rejected_total{reason="auth"} 200`) {
 		t.Fatalf("refusals not all counted:\n%s", grep(m, "rejected"))
+	}
+}
+
+// TestLimitedRecordsAndTimedSummary: records logged with a limitedAs context
+// are held back like warnings whatever their level, each kind on its own,
+// and once the window is over the summary is written without waiting for
+// another record (a storm that stops still says how much it left out).
+func TestLimitedRecordsAndTimedSummary(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	out := &countingHandler{}
+	rl := newRateLimited(out, func() time.Time { return time.Unix(0, clock.Load()) })
+	rl.l.window = 20 * time.Millisecond // the timer's real wait; the window's end is the fake clock's
+	log := slog.New(rl)
+	proto := limitedAs("close protocol_error", "more closes", slog.String("reason", "protocol_error"))
+	oversize := limitedAs("close oversize", "more closes", slog.String("reason", "oversize"))
+	for range 100 {
+		log.Log(proto, slog.LevelInfo, "Closing client")
+	}
+	log.Log(oversize, slog.LevelInfo, "Closing client")
+	for range 20 {
+		log.Info("Client connected")
+	}
+	count := func(prefix string) int { return out.count(prefix, true) }
+	if n := count("Closing client"); n != warnLimit+1 {
+		t.Fatalf("%d close lines, want %d of one kind and 1 of the other", n, warnLimit+1)
+	}
+	if n := count("Client connected"); n != 20 {
+		t.Fatalf("unmarked INFO lines held back: %d of 20", n)
+	}
+	clock.Add(int64(time.Minute)) // the window is over: the timer writes the summary
+	waitFor(t, "the summary", 10*time.Second, func() bool { return count("suppressed 90 more closes") == 1 })
+	if n := count("suppressed"); n != 1 {
+		t.Fatalf("%d summaries, want 1", n)
 	}
 }

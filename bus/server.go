@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -47,6 +48,11 @@ const (
 	rejectHandshake        = "handshake"
 	rejectShuttingDown     = "shutting_down"
 	rejectMaxConnections   = "max_connections"
+	// TLS handshakes that failed (wss://), by cause (httpErrorLog).
+	rejectTLSTimeout = "tls_timeout" // not finished within handshake_timeout
+	rejectTLSAborted = "tls_aborted" // the client closed or reset the connection mid-handshake
+	rejectTLSNotTLS  = "tls_not_tls" // the client spoke something else (plain HTTP, say)
+	rejectTLSError   = "tls_error"   // the handshake itself failed: version, ciphers, certificate, an alert
 )
 
 // MaxHeaderBytes bounds the request line and headers of an HTTP request to
@@ -136,7 +142,7 @@ func New(opts Options) (*Server, error) {
 		ReadHeaderTimeout: o.HandshakeTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,
 		IdleTimeout:       time.Minute,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ErrorLog:          log.New(httpErrorLog{s}, "", 0),
 	}
 	return s, nil
 }

@@ -149,19 +149,29 @@ func (c *session) finish(reason string, code ws.StatusCode, detail string, attrs
 		c.wakeWriter()       // a writer asleep in the hub ends the writer side
 		c.s.m.closed(reason) // counted before it is listed: a reader of RecentCloses finds it in the metrics
 		c.s.removeSession(c, CloseInfo{Session: c.info(), Closed: time.Now(), Reason: reason, Code: code, Detail: detail})
-		lvl := slog.LevelDebug
-		msg := "Client disconnected"
-		switch reason {
-		case reasonSlowConsumer:
+		ctx, lvl, msg := context.Background(), slog.LevelDebug, "Client disconnected"
+		if reason == reasonSlowConsumer {
 			lvl, msg = slog.LevelWarn, "Closing slow consumer"
-		case reasonOversize, reasonProtocolError, reasonOverloaded, reasonWriteError:
-			lvl, msg = slog.LevelInfo, "Closing client"
+		} else if lc, ok := closeLines[reason]; ok {
+			ctx, lvl, msg = lc, slog.LevelInfo, "Closing client"
 		}
-		c.s.log.Log(context.Background(), lvl, msg, append([]any{"remote", c.remote, "reason", reason}, attrs...)...)
+		c.s.log.Log(ctx, lvl, msg, append([]any{"remote", c.remote, "reason", reason}, attrs...)...)
 		c.s.noteProgress()
 	})
 	return first
 }
+
+// closeLines are the contexts of the INFO lines of the closes a client
+// causes, by reason: each reason is rate-limited like a warning (a storm of
+// hostile clients writes a few lines per window and a summary), and
+// counted whole in ovbus_closes_total.
+var closeLines = func() map[string]context.Context {
+	m := map[string]context.Context{}
+	for _, r := range []string{reasonOversize, reasonProtocolError, reasonOverloaded, reasonWriteError} {
+		m[r] = limitedAs("close "+r, "more closes", slog.String("reason", r))
+	}
+	return m
+}()
 
 // readLoop relays what the client sends until the connection ends: the
 // reader of the portable path, a goroutine of its own.
