@@ -2,6 +2,7 @@ package bus
 
 import (
 	"net/http"
+	"regexp"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -83,7 +84,11 @@ func newMetrics(s *Server) *metrics {
 			Help: "Messages refused, and their senders closed with 1013, because max_inflight_bytes was taken."}, func() float64 { return float64(s.inflight.Refused()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "ovbus", Name: "memory_releases_total",
 			Help: "Times the bus returned freed memory to the OS after a burst of large messages drained max_inflight_bytes or a burst of handshakes ended (rate-limited: at most 2 % of the time)."}, func() float64 { return float64(s.mem.count.Load()) }),
-		collectors.NewGoCollector(),
+		// The default Go metrics, plus go_gc_heap_live_bytes: the heap the
+		// last collection found live, which is what the bus's memory
+		// bounds are about (heap_alloc counts garbage not yet collected).
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m
