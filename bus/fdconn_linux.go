@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/ovbus/ovbus/ws/nonblock"
 )
 
 // fdConn is a client's plain TCP socket once it is out of the Go runtime's
@@ -22,9 +24,9 @@ import (
 // TCPConn, netFD, poll.FD and two TCPAddr on it (issue 13). An fdConn is a
 // descriptor, a token and the waiters' state.
 //
-// It implements net.Conn and syscall.Conn, and says it is a raw socket
-// (RawSocket), so that ws reads and writes it with raw system calls as it
-// does a *net.TCPConn (ws/rawio_linux.go): its RawConn's Read and Write
+// It is a nonblock.Socket (net.Conn, syscall.Conn and RawSocket), so that
+// ws reads and writes it with raw system calls as it does a *net.TCPConn
+// (ws/rawio_linux.go): its RawConn's Read and Write
 // call f with the descriptor until f returns true, waiting in between for
 // the bus's epoll to report the socket readable (EPOLLIN) or writable
 // (EPOLLOUT), and honour the deadlines and Close. A deadline costs a timer
@@ -439,8 +441,10 @@ func (r *fdRaw) Write(f func(fd uintptr) bool) error {
 func (fc *fdConn) SyscallConn() (syscall.RawConn, error) { return (*fdRaw)(fc), nil }
 
 // RawSocket tells ws that the RawConn reads and writes the socket itself
-// (ws's rawSocket).
+// (nonblock.Socket).
 func (fc *fdConn) RawSocket() bool { return true }
+
+var _ nonblock.Socket = (*fdConn)(nil)
 
 // Read is net.Conn's Read.
 func (fc *fdConn) Read(b []byte) (int, error) {

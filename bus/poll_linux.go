@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"unsafe"
+
+	"github.com/ovbus/ovbus/ws/nonblock"
 )
 
 // The poller: readiness of the sessions' sockets on Linux over plain TCP,
@@ -144,7 +146,7 @@ func getPoller() (*poller, error) {
 // is readReady (true) or readLoop (false: TLS, not a TCP socket, or no
 // epoll). c's reader is then running (readRunning): the caller runs it.
 func (s *Server) poll(c *session) bool {
-	if pollDisabled || !c.conn.CanTryRead() {
+	if pollDisabled || !nonblock.Supported(c.conn) {
 		return false
 	}
 	if fc, ok := c.conn.NetConn().(*fdConn); ok {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ovbus/ovbus/ws"
+	"github.com/ovbus/ovbus/ws/nonblock"
 )
 
 // A frame's path through the bus, file by file:
@@ -39,7 +40,7 @@ import (
 //   - the reader, on Linux over plain TCP (the poll path, poll_linux.go),
 //     runs only while the socket has bytes: the poller's epoll loop starts
 //     readReady when the socket is readable, which relays what is there
-//     (ws.Conn.TryNextMessage: the receive and message buffers come from
+//     (nonblock.NextMessage: the receive and message buffers come from
 //     ws's pools and go back once the bytes are consumed) and arms the
 //     poller again. Elsewhere (TLS, other systems, or pollDisabled) the
 //     reader is a goroutine per session (readLoop), blocked in
@@ -196,8 +197,8 @@ func (c *session) readLoop() {
 // back-pressure pacing wants.
 func (c *session) readReady() {
 	for {
-		op, b, err := c.conn.TryNextMessage()
-		if err == ws.ErrWouldBlock {
+		op, b, err := nonblock.NextMessage(c.conn)
+		if err == nonblock.ErrWouldBlock {
 			c.rstate.Store(readArmed)
 			if err := c.s.arm(c); err != nil && c.rstate.CompareAndSwap(readArmed, readEnded) {
 				c.readEnd() // closed meanwhile: nobody else will end the reader
@@ -336,7 +337,7 @@ func (c *session) wake(how wakeHow) bool {
 		workers.start((*writerTask)(c))
 		return false
 	case wakeInline:
-		if c.runs() && c.conn.CanTryRead() {
+		if c.runs() && nonblock.Supported(c.conn) {
 			if c.wpend.Add(1) != 1 {
 				return false // a writer runs: it sees the wake
 			}
@@ -359,7 +360,7 @@ func (c *session) wake(how wakeHow) bool {
 // goroutine (writeTask) with the batch, or what is left of it. The log's
 // order is kept: nothing else writes to c meanwhile (wpend), and a write
 // cut part way holds the Conn's write lock until the rest is out
-// (ws.Conn.TryWritePreparedFrames).
+// (nonblock.TryWrite).
 func (c *session) writeInline() (again bool) {
 	wb := writeBatches.Get().(*writeBatch)
 	for taken := 0; ; taken++ {
@@ -382,10 +383,10 @@ func (c *session) writeInline() (again bool) {
 		}
 		rn := wb.b.rn
 		if rn.n == 0 || c.f.cut.Load() {
-			go c.writeTask(wb, nil, false) // not a run, or cut: written there
+			go c.writeTask(wb, nonblock.Write{}) // not a run, or cut: written there
 			return false
 		}
-		n, held, err := c.conn.TryWritePreparedFrames(rn.frames)
+		w, err := nonblock.TryWrite(c.conn, rn.frames)
 		switch {
 		case err != nil:
 			wb.reset()
@@ -393,11 +394,11 @@ func (c *session) writeInline() (again bool) {
 			c.writeFailed(err)
 			c.writerEnded()
 			return false
-		case held:
-			go c.writeTask(wb, rn.frames[n:], true)
+		case w.Pending():
+			go c.writeTask(wb, w)
 			return false
-		case n < len(rn.frames): // the socket is full: nothing was written
-			go c.writeTask(wb, nil, false)
+		case w.N() < len(rn.frames): // the socket is full: nothing was written
+			go c.writeTask(wb, nonblock.Write{})
 			return false
 		}
 		wb.b.rn = run{}
@@ -416,9 +417,9 @@ func (c *session) writeInline() (again bool) {
 // sleeps in the hub and returns: an idle session has no writer goroutine
 // and no batch buffers. When it finds the session done, it ends the writer
 // side. carry, when not nil, is a batch writeInline took and did not write
-// (or, held, of which rest is left: the Conn's write lock is this writer's,
-// see ws.Conn.TryWritePreparedFrames); it goes first.
-func (c *session) writeTask(carry *writeBatch, rest []byte, held bool) {
+// (or, pending, of which the rest is left: the Conn's write lock is this
+// writer's, see nonblock.TryWrite); it goes first.
+func (c *session) writeTask(carry *writeBatch, pending nonblock.Write) {
 	wb := carry
 	if wb == nil {
 		wb = writeBatches.Get().(*writeBatch)
@@ -427,7 +428,7 @@ func (c *session) writeTask(carry *writeBatch, rest []byte, held bool) {
 		wb.reset()
 		writeBatches.Put(wb)
 	}()
-	if carry != nil && !c.writeRest(wb, rest, held) {
+	if carry != nil && !c.writeRest(wb, pending) {
 		c.writerEnded()
 		return
 	}
@@ -481,12 +482,12 @@ func (c *session) drain(wb *writeBatch) bool {
 // as one slice, frames in one writev), with its own deadline, and reports
 // whether the session goes on.
 func (c *session) write(wb *writeBatch) bool {
-	return c.writeRest(wb, nil, false)
+	return c.writeRest(wb, nonblock.Write{})
 }
 
-// writeRest is write, or, when held, the end of a batch writeInline began:
-// rest is what is left of its run (ws.Conn.FinishPreparedFrames).
-func (c *session) writeRest(wb *writeBatch, rest []byte, held bool) bool {
+// writeRest is write, or, when pending, the end of a batch writeInline
+// began: what is left of its run.
+func (c *session) writeRest(wb *writeBatch, pending nonblock.Write) bool {
 	s := c.s
 	if wb.n == 0 {
 		c.wrote(wb.cursor, wb.fetched)
@@ -502,17 +503,17 @@ func (c *session) writeRest(wb *writeBatch, rest []byte, held bool) bool {
 	}
 	var err error
 	switch {
-	case held:
+	case pending.Pending():
 		// Part of a frame may be out: it is finished even when cut,
 		// so that the close frame can follow.
-		err = c.conn.FinishPreparedFrames(context.Background(), rest)
+		err = pending.Finish(context.Background())
 		wb.b.rn = run{}
 	case c.f.cut.Load():
 		// Cut while fetching: onCut's deadline may have been
 		// overwritten just now.
 		c.slowConsumer(c.cutWhy(""), true)
 		return false
-	case wb.b.rn.n > 0 && c.conn.CanTryRead():
+	case wb.b.rn.n > 0 && nonblock.Supported(c.conn):
 		err = c.writeRun(wb.b.rn.frames)
 		wb.b.rn = run{}
 	default:
@@ -533,13 +534,13 @@ func (c *session) writeRest(wb *writeBatch, rest []byte, held bool) bool {
 // hand-off costs a thread switch each way per write. Whatever the try
 // cannot do goes the ordinary way (WritePreparedFrames).
 func (c *session) writeRun(frames []byte) error {
-	n, held, err := c.conn.TryWritePreparedFrames(frames)
+	w, err := nonblock.TryWrite(c.conn, frames)
 	switch {
 	case err != nil:
 		return err
-	case held:
-		return c.conn.FinishPreparedFrames(context.Background(), frames[n:])
-	case n == len(frames):
+	case w.Pending():
+		return w.Finish(context.Background())
+	case w.N() == len(frames):
 		return nil
 	}
 	return c.conn.WritePreparedFrames(context.Background(), frames)

@@ -3,6 +3,8 @@ package bus
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/ovbus/ovbus/ws/nonblock"
 )
 
 // Kept goroutines for the tasks the bus starts per event, not per
@@ -92,9 +94,9 @@ type (
 	// wakerTask is the hub's waker (hub.wakeSleepers).
 	wakerTask hub
 	// writerTask is a session's writer with nothing carried over
-	// (session.writeTask(nil, nil, false)).
+	// (session.writeTask(nil, nonblock.Write{})).
 	writerTask session
 )
 
 func (t *wakerTask) run()  { (*hub)(t).wakeSleepers() }
-func (t *writerTask) run() { (*session)(t).writeTask(nil, nil, false) }
+func (t *writerTask) run() { (*session)(t).writeTask(nil, nonblock.Write{}) }

@@ -32,12 +32,14 @@ const (
 // Conn is a WebSocket connection after a successful opening handshake.
 //
 // Concurrency: the read methods (ReadMessage, ReadMessageInto, NextMessage,
-// Reader) must be called from one goroutine at a time. The write methods
-// (WriteMessage, BufferMessage, Flush, Writer, WritePrepared,
-// WritePreparedBatch, Ping), Close, CloseNow and the deadline setters are safe
-// to call from any number of goroutines at once: the Conn serialises writes
-// itself and never panics on concurrent use. A read and a write may run at the
-// same time (split halves).
+// Reader, and nonblock.NextMessage) must be called from one goroutine at a
+// time. The write methods (WriteMessage, BufferMessage, Flush, Writer,
+// WritePrepared, WritePreparedBatch, WritePreparedFrames, Ping, and
+// nonblock.TryWrite), Close, CloseNow, the deadline setters and the
+// accessors (NetConn, RemoteAddr, LocalAddr, Subprotocol, Deflate,
+// Compressed) are safe to call from any number of goroutines at once: the
+// Conn serialises writes itself and never panics on concurrent use. A read
+// and a write may run at the same time (split halves).
 //
 // Input and output: bytes are read straight into the Protocol's receive
 // buffer (Protocol.ReadBuffer), and ReadMessageInto reads the rest of a large
@@ -53,7 +55,7 @@ const (
 // (RFC 6455 §5.5.1) and reported as a *CloseError.
 //
 // (The fields smaller than a word are packed in each group: a Conn fits the
-// 320-byte size class, issue 13.)
+// 320-byte size class.)
 type Conn struct {
 	nc     net.Conn
 	params *DeflateParams
@@ -72,7 +74,7 @@ type Conn struct {
 	lingerWanted bool // failRead wrote a close frame: linger, then drop nc
 	// msgPartial: NextMessage timed out with part of a message in msg.
 	msgPartial bool
-	// trying: TryNextMessage is reading; readNet does not wait.
+	// trying: tryNextMessage is reading; readNet does not wait.
 	trying     bool
 	readMin    int32 // the least free space to read into (half the read buffer)
 	activeRead *messageReader
@@ -226,14 +228,8 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 
 // rawSocket reports whether nc is a socket the Conn may, on Linux, read and
 // write with raw system calls through its syscall.RawConn (rawio_linux.go):
-// a *net.TCPConn or *net.UnixConn, or a net.Conn of another package that
-// says so with a method RawSocket() bool returning true (the bus's own
-// sockets, taken out of the runtime's poller).
-// Such a conn's SyscallConn must behave like net's: Read and Write call f
-// with the descriptor until it returns true, waiting for readiness and
-// honouring the deadlines in between, and its Read and Write are the
-// socket's own. (A type that merely embeds a *net.TCPConn has SyscallConn
-// too, but its Read may be its own: it is not taken for a socket.)
+// a *net.TCPConn or *net.UnixConn, or a nonblock.Socket (a server's own
+// socket, out of the runtime's poller), whose contract nonblock documents.
 func rawSocket(nc net.Conn) bool {
 	switch c := nc.(type) {
 	case *net.TCPConn, *net.UnixConn:

@@ -9,6 +9,32 @@ import (
 	"github.com/klauspost/compress/flate"
 )
 
+// How permessage-deflate works here.
+//
+// RFC 7692: the negotiated DeflateParams tell each side whether the other
+// keeps its LZ77 window between messages (context takeover, §7.1.1) and how
+// large the window may be (§7.1.2). Messages are compressed with a sync
+// flush and the trailing 00 00 ff ff removed (§7.2.1); RSV1 marks the first
+// frame of a compressed message (§6). When the peer limits our window
+// below 32 KiB the compressor never refers further back than the window.
+// Inflating appends the tail again (§7.2.2), keeps the last 32 KiB as the
+// dictionary when the peer uses context takeover, and stops with 1009 as
+// soon as MaxMessageSize is exceeded, so a small compressed message cannot
+// make the endpoint inflate a large one into memory. Compressed messages
+// are collected compressed until their last frame and then inflated in
+// pieces of at most 32 KiB (MEMORY.md says what that holds; see Budget).
+// Deflate inflates at most 1032 bytes per compressed byte (a match of 258
+// bytes takes at least two bits, RFC 1951 §3.2.5 and §3.2.7); a message
+// compressed to more than MaxMessageSize/1032 bytes (25 KiB for a limit of
+// 25 MiB), which could inflate past the limit, is first inflated into a
+// counter, holding only the inflater's window and one 32 KiB piece, and
+// refused with 1009 as soon as the count passes the limit, before any of it
+// is handed out or charged to a Budget; only a message that fits is then
+// inflated for real. That costs those messages a second inflation
+// (BenchmarkInflateLarge); smaller ones, nearly all, are inflated once. The
+// same holds for every read: NextMessage, ReadMessage and Reader, whose
+// call itself returns the 1009.
+
 // DeflateParams are the negotiated permessage-deflate parameters
 // (RFC 7692 §7.1), named as in the extension negotiation; the Protocol's
 // Role decides which half applies to its own compressor and which to the

@@ -3,16 +3,15 @@ package ws
 import (
 	"errors"
 	"strconv"
+
+	"github.com/ovbus/ovbus/ws/internal/connx"
 )
 
-// ErrWouldBlock is returned by Conn.TryNextMessage when the socket holds no
-// more bytes for now. The connection is intact; call again once the socket
-// is readable.
-var ErrWouldBlock = errWouldBlock
-
 var (
-	errWouldBlock = errors.New("ws: nothing more to read for now")
-	errNoTryRead  = errors.New("ws: TryNextMessage needs a plain TCP or Unix socket on Linux")
+	// errWouldBlock: the socket holds nothing more to read for now
+	// (nonblock.ErrWouldBlock).
+	errWouldBlock = connx.ErrWouldBlock
+	errNoTryRead  = errors.New("ws: nonblock.NextMessage needs a plain TCP or Unix socket on Linux")
 )
 
 // StatusCode is a close status code (RFC 6455 §7.4).

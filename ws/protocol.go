@@ -119,6 +119,18 @@ type Event struct {
 // a time; the two sides may run concurrently with each other: they share only
 // the close state, which is synchronised internally.
 //
+// It implements framing (RFC 6455 §5.2: minimal length encodings, 64-bit
+// lengths with the top bit clear, reserved bits and opcodes, control frames
+// of at most 125 bytes, never fragmented), masking (§5.3: a server requires
+// masked frames and sends unmasked ones, a client the opposite), fragmentation
+// (§5.4: control frames between fragments, no interleaved messages), UTF-8
+// validated incrementally, failing at the first impossible byte with 1007
+// (§5.6, §8.1), and the closing handshake (§5.5.1, §7: close codes checked,
+// nothing processed after a Close frame, a violation queues a Close frame
+// with its code, §7.1.7). MaxFrameSize and MaxMessageSize are on by default
+// (1009). The frame-level helpers (Header, ParseHeader, AppendHeader,
+// ReadHeader, WriteHeader, MaskBytes) are usable on their own.
+//
 // Copies can be avoided on both sides: ReadBuffer and Commit let the caller
 // read from the network straight into the receive buffer, PayloadWanted and
 // ReceivePayload let it read the rest of a large frame straight into its own
@@ -134,7 +146,7 @@ type Event struct {
 // In steady state a Protocol does not allocate for uncompressed traffic.
 //
 // (The fields smaller than a word are packed together: a Protocol fits the
-// 192-byte size class, issue 13.)
+// 192-byte size class.)
 type Protocol struct {
 	maxFrame int64 // < 0: unlimited
 	maxMsg   int64 // < 0: unlimited

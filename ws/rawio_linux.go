@@ -182,7 +182,7 @@ func (rd *rawRead) tryOnce(fd uintptr) bool {
 // tryRead is readIdle without waiting: when the socket has nothing to read
 // it returns errWouldBlock at once (having given the buffer back through
 // the idle hook when idle is true, and then the read state too). Readiness
-// is then the caller's business (Conn.TryNextMessage).
+// is then the caller's business (Conn.tryNextMessage).
 func (r *rawIO) tryRead(b []byte, idle bool) (int, error) {
 	if len(b) == 0 {
 		return 0, nil

@@ -60,22 +60,10 @@ func (c *Conn) NextMessage(ctx context.Context) (Opcode, []byte, error) {
 	return op, buf, stop(nil)
 }
 
-// TryNextMessage is NextMessage for a server that waits for readiness
-// itself (an epoll loop, say) instead of parking a goroutine on every
-// connection: it reads what the socket holds without waiting for more, and
-// returns ErrWouldBlock when that is not yet a whole message. The part of a
-// message already read is kept for the next call; when none is held, the
-// message buffer and the receive buffer go back to the pools, so that
-// between calls an idle connection holds no read buffer at all (doc.go,
-// "Memory"). The payload is valid until the next read call, as with
-// NextMessage, and everything else is NextMessage's: a ping is answered (the
-// pong's write may wait for the socket, up to the write deadline), a close
-// frame is echoed, a protocol error is answered with its close code and
-// the connection lingers for up to a second before it is dropped. So call it
-// from a goroutine that may wait that long, not from the loop that waits
-// for readiness. It needs a plain TCP or Unix socket on Linux (CanTryRead);
-// elsewhere it returns an error.
-func (c *Conn) TryNextMessage() (Opcode, []byte, error) {
+// tryNextMessage is NextMessage that does not wait for the socket
+// (nonblock.NextMessage, which documents it). Between messages it gives the
+// message buffer and the receive buffer back to the pools.
+func (c *Conn) tryNextMessage() (Opcode, []byte, error) {
 	if c.rio == nil {
 		return 0, nil, errNoTryRead
 	}
@@ -89,7 +77,7 @@ func (c *Conn) TryNextMessage() (Opcode, []byte, error) {
 	if err == nil {
 		return op, buf, nil
 	}
-	if c.readErr == nil && (err == ErrWouldBlock || isTimeout(err)) {
+	if c.readErr == nil && (err == errWouldBlock || isTimeout(err)) {
 		if len(buf) > 0 {
 			c.msgPartial = true // the stream is intact: go on next time
 		} else {
@@ -104,9 +92,9 @@ func (c *Conn) TryNextMessage() (Opcode, []byte, error) {
 	return 0, nil, err
 }
 
-// CanTryRead reports whether TryNextMessage works on this connection: a
-// plain TCP or Unix socket on Linux.
-func (c *Conn) CanTryRead() bool { return c.rio != nil }
+// canTryRead reports whether tryNextMessage works on this connection: a
+// raw socket on Linux (nonblock.Supported).
+func (c *Conn) canTryRead() bool { return c.rio != nil }
 
 // resumeMessage returns the buffer the next message is read into: the part
 // of a message the last call left (it timed out, or would have blocked, in
@@ -203,7 +191,7 @@ func (c *Conn) readInto(buf []byte, owned bool) (Opcode, []byte, error) {
 }
 
 // releaseUnlessWouldBlock gives back the charge of the message being read
-// when its read failed or timed out; a TryNextMessage that found no more
+// when its read failed or timed out; a tryNextMessage that found no more
 // bytes keeps it, since the message goes on with the next call.
 func (c *Conn) releaseUnlessWouldBlock(err error) {
 	if err != errWouldBlock {

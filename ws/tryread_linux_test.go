@@ -16,21 +16,21 @@ func tryPair(t *testing.T, budget *Budget) (*Conn, net.Conn, *Protocol) {
 	t.Helper()
 	a, b := tcpPair(t)
 	c := newConn(b, connConfig{role: RoleServer, maxMessageSize: -1, maxFrameSize: -1, budget: budget})
-	if !c.CanTryRead() {
-		t.Fatal("CanTryRead false on a TCP connection")
+	if !c.canTryRead() {
+		t.Fatal("canTryRead false on a TCP connection")
 	}
 	return c, a, NewProtocol(Config{Role: RoleClient, MaxMessageSize: -1, MaxFrameSize: -1})
 }
 
-// tryUntil calls TryNextMessage until it returns a message or an error other
-// than ErrWouldBlock. The client's bytes are all written before, so the
+// tryUntil calls tryNextMessage until it returns a message or an error other
+// than errWouldBlock. The client's bytes are all written before, so the
 // loop ends once the kernel has moved them.
 func tryUntil(t *testing.T, c *Conn) (Opcode, []byte, error) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		op, b, err := c.TryNextMessage()
-		if err != ErrWouldBlock {
+		op, b, err := c.tryNextMessage()
+		if err != errWouldBlock {
 			return op, b, err
 		}
 		if time.Now().After(deadline) {
@@ -39,13 +39,13 @@ func tryUntil(t *testing.T, c *Conn) (Opcode, []byte, error) {
 	}
 }
 
-// TestTryNextMessageIdleHoldsNothing: TryNextMessage returns ErrWouldBlock
+// TestTryNextMessageIdleHoldsNothing: tryNextMessage returns errWouldBlock
 // at once on a silent socket and then holds neither a receive buffer nor a
 // message buffer, after a small message and after a large one alike.
 func TestTryNextMessageIdleHoldsNothing(t *testing.T) {
 	c, a, cp := tryPair(t, nil)
-	if _, _, err := c.TryNextMessage(); err != ErrWouldBlock {
-		t.Fatalf("silent socket: %v, want ErrWouldBlock", err)
+	if _, _, err := c.tryNextMessage(); err != errWouldBlock {
+		t.Fatalf("silent socket: %v, want errWouldBlock", err)
 	}
 	for _, size := range []int{10, 3 << 20} {
 		payload := bytes.Repeat([]byte{'q'}, size)
@@ -58,8 +58,8 @@ func TestTryNextMessageIdleHoldsNothing(t *testing.T) {
 		if err != nil || op != OpBinary || !bytes.Equal(b, payload) {
 			t.Fatalf("size %d: op %v, %d bytes, %v", size, op, len(b), err)
 		}
-		if _, _, err := c.TryNextMessage(); err != ErrWouldBlock {
-			t.Fatalf("after the message: %v, want ErrWouldBlock", err)
+		if _, _, err := c.tryNextMessage(); err != errWouldBlock {
+			t.Fatalf("after the message: %v, want errWouldBlock", err)
 		}
 		pieces := 0
 		if x := c.x.Load(); x != nil {
@@ -88,7 +88,7 @@ func TestTryNextMessageSplitFrame(t *testing.T) {
 		if _, err := a.Write(frame[i : i+1]); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := c.TryNextMessage(); err != ErrWouldBlock && err != nil {
+		if _, _, err := c.tryNextMessage(); err != errWouldBlock && err != nil {
 			t.Fatalf("after %d bytes: %v", i+1, err)
 		}
 	}
@@ -97,8 +97,8 @@ func TestTryNextMessageSplitFrame(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for budget.InUse() < int64(len(payload))/2 { // the charge stays between calls
-		if _, _, err := c.TryNextMessage(); err != ErrWouldBlock {
-			t.Fatalf("incomplete frame: %v, want ErrWouldBlock", err)
+		if _, _, err := c.tryNextMessage(); err != errWouldBlock {
+			t.Fatalf("incomplete frame: %v, want errWouldBlock", err)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("Budget holds %d bytes of an incomplete message of %d", budget.InUse(), len(payload))
@@ -111,7 +111,7 @@ func TestTryNextMessageSplitFrame(t *testing.T) {
 	if err != nil || op != OpText || !bytes.Equal(b, payload) {
 		t.Fatalf("op %v, %d bytes, %v", op, len(b), err)
 	}
-	if _, _, err := c.TryNextMessage(); err != ErrWouldBlock {
+	if _, _, err := c.tryNextMessage(); err != errWouldBlock {
 		t.Fatalf("after the message: %v", err)
 	}
 	if n := budget.InUse(); n != 0 {
@@ -119,7 +119,7 @@ func TestTryNextMessageSplitFrame(t *testing.T) {
 	}
 }
 
-// TestTryNextMessageCloseAndPing: a ping read by TryNextMessage is answered,
+// TestTryNextMessageCloseAndPing: a ping read by tryNextMessage is answered,
 // and a close frame is echoed and reported as a *CloseError.
 func TestTryNextMessageCloseAndPing(t *testing.T) {
 	c, a, cp := tryPair(t, nil)

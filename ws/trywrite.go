@@ -2,31 +2,11 @@ package ws
 
 import "context"
 
-// TryWritePreparedFrames is WritePreparedFrames that never waits: for a
-// caller that wants to write a broadcast on its own goroutine when the
-// socket has room, and hand the write to a goroutine that may wait only
-// when it has not.
-//
-// It writes frames (as WritePreparedFrames would) with non-blocking system
-// calls and returns how many bytes the socket took:
-//
-//   - n == len(frames), held false: all written.
-//   - n == 0, held false, err nil: nothing was written and nothing changed:
-//     the write lock was taken, frames or control frames were waiting
-//     before these, the socket was full, or the connection cannot write
-//     without waiting (TLS, not a plain socket, other systems). Write them
-//     with WritePreparedFrames.
-//   - held true: the socket took n bytes (perhaps all, perhaps part of a
-//     frame) and the connection keeps its write lock for the caller, who
-//     must call FinishPreparedFrames with frames[n:] (from any goroutine)
-//     before anything else is written on the connection. That happens when
-//     the socket filled up part way, or when a control frame (a pong) was
-//     queued meanwhile: writing it could wait.
-//   - err non-nil: as WritePreparedFrames's error; the write lock is free.
-//
-// Only a server connection sends prepared frames. The write deadline does
-// not apply (nothing waits); it applies to FinishPreparedFrames.
-func (c *Conn) TryWritePreparedFrames(frames []byte) (n int, held bool, err error) {
+// tryWritePreparedFrames is WritePreparedFrames that never waits
+// (nonblock.TryWrite, which documents the results): n bytes taken by the
+// socket; held, the write lock kept for finishPreparedFrames with
+// frames[n:]; n == 0 and not held, nothing written and nothing changed.
+func (c *Conn) tryWritePreparedFrames(frames []byte) (n int, held bool, err error) {
 	if c.role != RoleServer {
 		return 0, false, errPreparedClient
 	}
@@ -86,11 +66,11 @@ func (c *Conn) TryWritePreparedFrames(frames []byte) (n int, held bool, err erro
 	return n, false, nil
 }
 
-// FinishPreparedFrames writes rest, what TryWritePreparedFrames left of its
-// frames when it reported held, waiting as WritePreparedFrames does (ctx
-// and the write deadline apply), then the control frames queued meanwhile,
-// and lets the write lock go. rest may be empty.
-func (c *Conn) FinishPreparedFrames(ctx context.Context, rest []byte) error {
+// finishPreparedFrames writes rest, what tryWritePreparedFrames left of its
+// frames when it reported held, waiting as WritePreparedFrames does, then
+// the control frames queued meanwhile, and lets the write lock go
+// (nonblock.Write.Finish). rest may be empty.
+func (c *Conn) finishPreparedFrames(ctx context.Context, rest []byte) error {
 	c.takeWbuf()
 	defer c.unlockWrite()
 	stop, err := c.watchWrite(ctx)
@@ -102,7 +82,7 @@ func (c *Conn) FinishPreparedFrames(ctx context.Context, rest []byte) error {
 		return stop(err)
 	}
 	if len(rest) > 0 {
-		err = c.rio.finish(rest) // held: TryWritePreparedFrames had rio
+		err = c.rio.finish(rest) // held: tryWritePreparedFrames had rio
 		if err != nil {
 			if c.closed.Load() {
 				err = ErrClosed

@@ -8,7 +8,7 @@ import (
 	"unsafe"
 )
 
-// tryWrite writes b to the socket without waiting (TryWritePreparedFrames):
+// tryWrite writes b to the socket without waiting (tryWritePreparedFrames):
 // it returns the bytes the socket took, 0 when it was full. It runs inside
 // syscall.RawConn.Control, which keeps the descriptor open but never waits
 // for the poller and does not look at deadlines.

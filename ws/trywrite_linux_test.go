@@ -53,7 +53,7 @@ func readFrames(t *testing.T, a net.Conn, payloads [][]byte) {
 func TestTryWritePreparedFramesWhole(t *testing.T) {
 	c, a, _ := tryPair(t, nil)
 	frames, payloads := tryFrames(t, 10, 100)
-	n, held, err := c.TryWritePreparedFrames(frames)
+	n, held, err := c.tryWritePreparedFrames(frames)
 	if err != nil || held || n != len(frames) {
 		t.Fatalf("n %d of %d, held %v, %v", n, len(frames), held, err)
 	}
@@ -67,7 +67,7 @@ func TestTryWritePreparedFramesWhole(t *testing.T) {
 
 // TestTryWritePreparedFramesFull: on a socket whose peer reads nothing the
 // tries fill it, one of them part way (held: the write lock stays taken),
-// then they write nothing; FinishPreparedFrames writes the rest once the
+// then they write nothing; finishPreparedFrames writes the rest once the
 // peer reads, and every frame arrives whole and in order.
 func TestTryWritePreparedFramesFull(t *testing.T) {
 	c, a, _ := tryPair(t, nil)
@@ -78,13 +78,13 @@ func TestTryWritePreparedFramesFull(t *testing.T) {
 		if tries > 100000 {
 			t.Fatal("the socket never filled")
 		}
-		n, held, err := c.TryWritePreparedFrames(frames)
+		n, held, err := c.tryWritePreparedFrames(frames)
 		switch {
 		case err != nil:
 			t.Fatal(err)
 		case held:
 			rest := frames[n:]
-			finish = func() error { return c.FinishPreparedFrames(context.Background(), rest) }
+			finish = func() error { return c.finishPreparedFrames(context.Background(), rest) }
 			all = append(all, payloads...)
 		case n == len(frames):
 			all = append(all, payloads...)
@@ -104,7 +104,7 @@ func TestTryWritePreparedFramesFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Free again: a try writes, an ordinary write too.
-	if n, held, err := c.TryWritePreparedFrames(frames); err != nil || held || n != len(frames) {
+	if n, held, err := c.tryWritePreparedFrames(frames); err != nil || held || n != len(frames) {
 		t.Fatalf("after the finish: n %d of %d, held %v, %v", n, len(frames), held, err)
 	}
 	readFrames(t, a, payloads)
@@ -116,7 +116,7 @@ func TestTryWritePreparedFramesNothingHappens(t *testing.T) {
 	c, a, _ := tryPair(t, nil)
 	frames, payloads := tryFrames(t, 3, 10)
 	c.wmu.Lock() // another writer holds the lock
-	n, held, err := c.TryWritePreparedFrames(frames)
+	n, held, err := c.tryWritePreparedFrames(frames)
 	c.wmu.Unlock()
 	if n != 0 || held || err != nil {
 		t.Fatalf("lock taken: n %d, held %v, %v", n, held, err)
@@ -125,7 +125,7 @@ func TestTryWritePreparedFramesNothingHappens(t *testing.T) {
 	if err := c.BufferMessage(OpText, payloads[0]); err != nil {
 		t.Fatal(err)
 	}
-	if n, held, err := c.TryWritePreparedFrames(frames); n != 0 || held || err != nil {
+	if n, held, err := c.tryWritePreparedFrames(frames); n != 0 || held || err != nil {
 		t.Fatalf("frames buffered: n %d, held %v, %v", n, held, err)
 	}
 	if err := c.WritePreparedFrames(context.Background(), frames); err != nil {
@@ -133,7 +133,7 @@ func TestTryWritePreparedFramesNothingHappens(t *testing.T) {
 	}
 	readFrames(t, a, append([][]byte{payloads[0]}, payloads...))
 	c.CloseNow()
-	if _, _, err := c.TryWritePreparedFrames(frames); err == nil {
+	if _, _, err := c.tryWritePreparedFrames(frames); err == nil {
 		t.Fatal("closed: no error")
 	}
 }
