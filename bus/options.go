@@ -398,6 +398,14 @@ func (o *Options) validate() error {
 }
 
 // originAllowed reports whether an upgrade with this Origin is accepted.
+// cutGrace is how long a client that fell behind is given before it is
+// cut: a write blocked on it when its queue bound cut it gets this much
+// more (session.onCut), and a client half its bound behind that takes
+// nothing for this long is cut (hub.pressured). A tenth of WriteTimeout:
+// long enough for a reader that is merely slow, short enough that a
+// stalled one does not pin its buffers for the whole write timeout.
+func (o *Options) cutGrace() time.Duration { return o.WriteTimeout / 10 }
+
 func (o *Options) originAllowed(origin string) bool {
 	return OriginAllowed(o.AllowedOrigins, origin)
 }

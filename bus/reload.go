@@ -166,7 +166,7 @@ func (s *Server) Apply(opts Options) (changed, restart []string, err error) {
 	if o.MaxQueueMessages != old.MaxQueueMessages || o.MaxQueueBytes != old.MaxQueueBytes {
 		s.hub.setLimits(o.MaxQueueMessages, o.MaxQueueBytes)
 	}
-	s.hub.stallAfter.Store(int64(o.WriteTimeout / 10))
+	s.hub.stallAfter.Store(int64(o.cutGrace()))
 	s.live.Store(newLive(o))
 	return changed, restart, nil
 }

@@ -135,7 +135,7 @@ func New(opts Options) (*Server, error) {
 	s.inflight.OnDrained(releaseMinBurst, releaseLow, s.onDrained)
 	_, _, held := runtimeStats()
 	s.mem.held.Store(held) // what the first handshake burst is measured against
-	s.hub.stallAfter.Store(int64(o.WriteTimeout / 10))
+	s.hub.stallAfter.Store(int64(o.cutGrace()))
 	s.m = newMetrics(s)
 	s.httpSrv = &http.Server{
 		Handler:           s,

@@ -239,11 +239,11 @@ func (c *session) received(op ws.Opcode, b []byte) {
 }
 
 // onCut is the follower's (followerOwner): cut while its writer is blocked
-// on a client that reads nothing, the write gets a tenth of write_timeout
-// more, not all of it; if it completes, the client still gets its 1008
-// close frame.
+// on a client that reads nothing, the write gets cutGrace more, not all of
+// write_timeout; if it completes, the client still gets its 1008 close
+// frame.
 func (c *session) onCut() {
-	c.conn.SetWriteDeadline(time.Now().Add(c.s.live.Load().opts.WriteTimeout / 10))
+	c.conn.SetWriteDeadline(time.Now().Add(c.s.live.Load().opts.cutGrace()))
 }
 
 // holds is the follower's (followerOwner): the writer reads no frame
