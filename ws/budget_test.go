@@ -142,7 +142,7 @@ func TestBudgetDeflateBombs(t *testing.T) {
 	waitInUse(t, budget, 0)
 }
 
-// TestBudgetBombsAnswered1009 is issue 10's figure in small: 100 connections
+// TestBudgetBombsAnswered1009 is the deflate-bomb attack in small: 100 connections
 // at once each send a deflate bomb (5 MiB of zeros, 5 KB compressed, for a
 // limit of 4 MiB), to servers sharing a Budget of 4 × the limit (100 × the
 // limit would be 400 MiB). Every one is answered 1009, none 1013, and the

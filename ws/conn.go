@@ -112,7 +112,7 @@ type Conn struct {
 	writeDeadline atomic.Int64
 
 	// x holds what most connections never use, made when first needed
-	// (extra): an idle connection keeps only the fields above (issue 13).
+	// (extra): an idle connection keeps only the fields above.
 	x atomic.Pointer[connExtra]
 }
 

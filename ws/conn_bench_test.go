@@ -73,7 +73,7 @@ func benchEcho(b *testing.B, size int) {
 // BenchmarkNextMessageLarge: the server's read of large messages, as the bus
 // reads them (NextMessage, whose buffers come from the pools of pool.go):
 // one connection over loopback, a client writing messages of 683 KiB (the
-// size of issue 10's large-idle attack) back to back, plain and compressed.
+// size of bench/attack's large-idle attack) back to back, plain and compressed.
 func BenchmarkNextMessageLarge(b *testing.B) {
 	for _, deflate := range []bool{false, true} {
 		name := "plain"

@@ -292,7 +292,7 @@ func newKeySeed() uint64 { return rand.Uint64() }
 // through a 64×64→128-bit multiply whose halves are folded), on a state of
 // the Protocol's own seeded from the operating system's randomness
 // (newKeySeed). A few instructions instead of a draw from the global
-// ChaCha8 generator (about 40 a small round trip, issue 13); gorilla/websocket
+// ChaCha8 generator (about 40 a small round trip); gorilla/websocket
 // (math/rand) and gws (a generator of its own) do not use a cryptographic
 // one either.
 //

@@ -29,7 +29,7 @@ import (
 // The read side's state is a rawRead of its own, taken from a pool for a
 // read and given back when a try finds the socket empty and the read
 // buffer goes back too (tryRead with idle): a connection idle on the poll
-// path keeps neither (issue 13). rawIO itself fits the 128-byte size class.
+// path keeps neither. rawIO itself fits the 128-byte size class.
 type rawIO struct {
 	rc syscall.RawConn
 	nc net.Conn // for large writes and the addresses in errors
@@ -130,8 +130,8 @@ const maxIovecs = 1024
 // are 16–20 KiB, and sent through net.Conn they cost a server about twice
 // the CPU time per message — the runtime's hand-off around the call lets
 // the other connections' goroutines run in between, each then reading and
-// writing smaller batches (issue 13: 100 connections × 1 KiB, window 16,
-// 4.7 → 2.5 µs of server CPU per echo; bench/results/echo-2026-12-01-s4-echo.md).
+// writing smaller batches (100 connections × 1 KiB, window 16: 4.7 → 2.5 µs
+// of server CPU per echo, bench/results/echo-2026-12-01-s4-echo.md).
 // maxRawRead is the most bytes one raw read takes; a read only copies what
 // has arrived.
 const (

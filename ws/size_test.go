@@ -6,7 +6,7 @@ import (
 )
 
 // TestIdleSizes: what an idle connection keeps of ws stays in the size
-// classes issue 13 brought it to (on 64-bit systems): a Conn, its Protocol
+// classes it was brought to (on 64-bit systems): a Conn, its Protocol
 // and, on a plain socket on Linux, its rawIO (whose read state goes back
 // to a pool while idle). A field that pushes one into the next class costs
 // every idle connection the difference: make room first (rarely used

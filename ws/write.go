@@ -195,7 +195,7 @@ func (c *Conn) writePreparedLocked(ms []*PreparedMessage) error {
 	// While everything is one buffer (one message, or frames back to back,
 	// nothing buffered before them) it is one, not a vector: one write,
 	// and a connection that only ever wrote that (a greeting) keeps no
-	// vector (issue 13).
+	// vector.
 	one := c.wbuf
 	bufs := c.bufs[:0]
 	c.pmu.Lock()
