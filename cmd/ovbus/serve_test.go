@@ -34,7 +34,8 @@ func isolateConfig(t *testing.T) string {
 		t.Setenv(k, v)
 	}
 	for _, k := range []string{"OVOS_DEFAULT_CONFIG", "OVOS_CONFIG_BASE_FOLDER", "OVOS_CONFIG_FILENAME", "OVOS_BUS_CONFIG_FILE",
-		"OVOS_BUS_HOST", "OVOS_BUS_PORT", "OVOS_BUS_ROUTE", "OVOS_BUS_MAX_MSG_SIZE", "OVOS_BUS_USE_SSL", "OVOS_BUS_LOG_LEVEL"} {
+		"OVOS_BUS_HOST", "OVOS_BUS_PORT", "OVOS_BUS_ROUTE", "OVOS_BUS_MAX_MSG_SIZE", "OVOS_BUS_USE_SSL", "OVOS_BUS_LOG_LEVEL",
+		"OVOS_BUS_STRICT_CONFIG"} {
 		t.Setenv(k, "")
 		os.Unsetenv(k)
 	}
