@@ -279,7 +279,7 @@ func busURL(cfg *config.Config, addr net.Addr) string {
 }
 
 // sdNotify tells systemd about the service's state when it runs under a
-// unit with Type=notify (as OVOS's ovos-messagebus.service does); without
+// unit with Type=notify (as the units of deploy/systemd do); without
 // $NOTIFY_SOCKET it does nothing (sd_notify(3)).
 func sdNotify(state string) {
 	name := os.Getenv("NOTIFY_SOCKET")
