@@ -12,10 +12,10 @@ import (
 // configuration presents to the bus (ovbus listen and send, run where the bus
 // runs): "" when the bus takes clients without a token (auth off, or
 // required false: a client presenting none gets every permission), else the
-// first token whose permissions fits accepts, tokens with full access (no
-// emit and no receive list) first, then by name, then by the token itself;
-// "" when none fits. label names the token without revealing it
-// (bus.Permissions.Label).
+// first token whose permissions fits accepts: tokens with emit or receive
+// lists before those with full access (the least that will do), then by
+// name, then by the token itself; "" when none fits. label names the token
+// without revealing it (bus.Permissions.Label).
 func (c *Config) ClientToken(fits func(bus.Permissions) bool) (token, label string) {
 	a := c.Bus.Auth
 	if !a.Required {
@@ -23,9 +23,9 @@ func (c *Config) ClientToken(fits func(bus.Permissions) bool) (token, label stri
 	}
 	full := func(p bus.Permissions) int {
 		if p.Emit == nil && p.Receive == nil {
-			return 0
+			return 1
 		}
-		return 1
+		return 0
 	}
 	toks := slices.SortedFunc(maps.Keys(a.Tokens), func(x, y string) int {
 		px, py := a.Tokens[x], a.Tokens[y]

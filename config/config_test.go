@@ -43,7 +43,7 @@ func TestClientToken(t *testing.T) {
 	c.Bus.Auth = bus.Auth{Required: true, Tokens: map[string]bus.Permissions{
 		"zzzz-secret-0001": {Name: "gui", Emit: []string{"gui.*"}, Receive: []string{"*"}},
 		"yyyy-secret-0002": {Name: "audio", Receive: []string{"speak"}},
-		"xxxx-secret-0003": {Name: "skills"}, // full access: tried first
+		"xxxx-secret-0003": {Name: "skills"}, // full access: tried last
 		"wwww-secret-0004": {Name: "admin", Emit: []string{"*"}, Receive: []string{"*"}},
 	}}
 	for _, tc := range []struct {
@@ -51,10 +51,12 @@ func TestClientToken(t *testing.T) {
 		tok, label  string
 		description string
 	}{
-		{receiveAll, "xxxx-secret-0003", `"skills"`, "full access first"},
-		{func(p bus.Permissions) bool { return p.Emit != nil && p.CanReceive("") }, "wwww-secret-0004", `"admin"`, "then by name"},
-		{func(p bus.Permissions) bool { return p.Receive != nil && !p.CanReceive("") }, "yyyy-secret-0002", `"audio"`, "a restricted one"},
+		{receiveAll, "wwww-secret-0004", `"admin"`, "tokens with lists first, by name"},
+		{func(p bus.Permissions) bool { return p.CanEmit("gui.x") && p.CanReceive("gui.x") }, "wwww-secret-0004", `"admin"`, "by name"},
 		{func(bus.Permissions) bool { return false }, "", "", "none fits"},
+		{func(p bus.Permissions) bool { return p.Receive != nil && !p.CanReceive("") }, "yyyy-secret-0002", `"audio"`, "a restricted one"},
+		{func(p bus.Permissions) bool { return p.Emit == nil }, "yyyy-secret-0002", `"audio"`, "a list before full access"},
+		{func(p bus.Permissions) bool { return p.Emit == nil && p.Receive == nil }, "xxxx-secret-0003", `"skills"`, "full access when only it fits"},
 	} {
 		if tok, label := c.ClientToken(tc.fits); tok != tc.tok || label != tc.label {
 			t.Errorf("%s: %q %s, want %q %s", tc.description, tok, label, tc.tok, tc.label)
