@@ -17,7 +17,9 @@ import (
 //
 // A value of the wrong type or out of range is an error in both modes: the
 // file was read as its author wrote it, and skipping the whole file for one
-// value would silently drop its other settings, auth among them.
+// value would silently drop its other settings, auth among them. (A file
+// skipped at start loses its auth settings too: where the bus relies on
+// them, strict mode is the safe choice.)
 
 // StrictEnv is the variable that turns strict mode on (true) or off (false)
 // when --strict-config is not given.
