@@ -160,8 +160,9 @@ type RotatingFile struct {
 	size int64
 }
 
-// OpenRotatingFile opens (appending) or creates the log file at path and
-// the directories above it. maxBytes <= 0 never rotates.
+// OpenRotatingFile opens (appending) or creates the log file at path (mode
+// 0640, and so are the files rotation starts) and the directories above it.
+// maxBytes <= 0 never rotates.
 func OpenRotatingFile(path string, maxBytes int64, backups int) (*RotatingFile, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
@@ -173,8 +174,13 @@ func OpenRotatingFile(path string, maxBytes int64, backups int) (*RotatingFile, 
 	return r, nil
 }
 
+// logFileMode is the mode a new log file is created with: the log names
+// clients, message types and, with filter, where messages go, so other users
+// of the machine may not read it; the owner's group may (log readers).
+const logFileMode = 0o640
+
 func (r *RotatingFile) open() error {
-	f, err := os.OpenFile(r.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(r.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, logFileMode)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,6 +69,14 @@ func TestRotatingFile(t *testing.T) {
 	}
 	if _, err := os.Stat(p + ".3"); err == nil {
 		t.Fatal("more backups than asked for")
+	}
+	// The log, and every file rotation started, may not be read by other users.
+	if runtime.GOOS != "windows" {
+		for _, f := range r.Files() {
+			if st, err := os.Stat(f); err != nil || st.Mode().Perm()&0o137 != 0 {
+				t.Errorf("%s: mode %v (%v), want 0640 or less", f, st.Mode().Perm(), err)
+			}
+		}
 	}
 }
 

@@ -47,9 +47,22 @@
 // .yml and .yaml files are YAML; any other file is JSON in which a line
 // whose first non-blank characters are // or # is a comment. An empty (or
 // all-comment) file is an empty configuration. A missing file is skipped and
-// listed as "not found" in Provenance.Layers; an unreadable or malformed one
-// is an error, never a silent fallback to defaults. A repeated JSON key keeps
-// its last value, as in Python.
+// listed as "not found" in Provenance.Layers. A repeated JSON key keeps its
+// last value, as in Python.
+//
+// A file that cannot be read or parsed (a stray comma, a truncated file, a
+// file the process may not read) is skipped, as ovos-config does, so that a
+// typo in one file does not leave OVOS without a bus: Provenance.Broken lists
+// it with its *Error (file:line:col and what is wrong), and the serve command
+// logs it as an error and counts it in /health and /metrics. On a reload
+// (LoadOptions.Previous) such a file keeps the version last read whole, as
+// ovos-config's LocalConf keeps its keys when a reload fails. Strict mode
+// makes such a file an error instead: LoadOptions.Strict, the flag
+// --strict-config, or OVOS_BUS_STRICT_CONFIG=true (the flag wins over the
+// variable). A value of the wrong type or out of range is an error in both
+// modes, naming the file, line, key and what was expected: the file was read
+// as its author wrote it, and skipping the whole file for one value would
+// drop its other settings (auth among them) without a word.
 //
 // OVOS_BUS_CONFIG_FILE, which the Rust bus reads with a YAML parser whatever
 // its name, is YAML when named .yml or .yaml, commented JSON when named
@@ -58,7 +71,9 @@
 // also its `logging` section, for the log level); anything else in it is
 // ignored, so it may be a whole mycroft.conf. A file holding websocket keys
 // at the top level, outside a `websocket` object, is an error that says so.
-// Unlike the Rust bus, a named file that does not exist is an error.
+// Unlike the Rust bus, a named file that does not exist is an error (a bad
+// value of the variable); one that cannot be read or parsed is skipped like
+// any file of the stack.
 //
 // # Keys
 //
@@ -260,7 +275,8 @@
 //
 // # Reload
 //
-// Load again on SIGHUP and call running.Reload(next): it returns the
+// Load again on SIGHUP, with LoadOptions.Previous set to the provenance of
+// the configuration in force, and call running.Reload(next): it returns the
 // configuration in force afterwards (restart keys keep their running
 // values) and what Diff says changed, live and needing a restart. Pass the
 // result's Options to bus.Server.Apply, which applies the live keys.

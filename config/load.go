@@ -2,9 +2,7 @@ package config
 
 import (
 	_ "embed"
-	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -23,6 +21,15 @@ type LoadOptions struct {
 	LookupEnv func(key string) (string, bool)
 	// Flags are the command-line overrides from RegisterFlags; nil for none.
 	Flags *FlagOverrides
+	// Strict makes a file of the stack that cannot be read or parsed an
+	// error, as OVOS_BUS_STRICT_CONFIG=true and --strict-config do. Without
+	// it such a file is skipped, as ovos-config does, and listed by
+	// Provenance.Broken (see broken.go).
+	Strict bool
+	// Previous is the provenance of the configuration in force, for a
+	// reload: a file that can no longer be read or parsed keeps the version
+	// read then. nil at start.
+	Previous *Provenance
 }
 
 // layer is one source of settings, lowest priority first in the stack.
@@ -115,27 +122,6 @@ func findLocations(e env) (*locations, error) {
 	return l, nil
 }
 
-// readLayer reads one file of the stack; a missing file gives nil, nil.
-func readLayer(name, path string, f func(string, []byte) format) (*layer, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
-		}
-		msg := "cannot read: " + err.Error()
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			msg = "cannot read: " + pe.Err.Error()
-		}
-		return nil, &Error{File: path, Msg: msg, Err: err}
-	}
-	t, err := parse(path, data, f(path, data))
-	if err != nil {
-		return nil, err
-	}
-	return &layer{name: name, label: name + " " + path, file: path, tree: t}, nil
-}
-
 func byName(path string, _ []byte) format { return formatFor(path) }
 
 // Load reads the configuration the way ovos-config does, then applies the
@@ -143,9 +129,11 @@ func byName(path string, _ []byte) format { return formatFor(path) }
 // validates the result. See the package documentation for the layers.
 //
 // It returns the merged configuration and where each key came from. A file
-// that is missing is skipped; one that cannot be read or parsed, or a value
-// of the wrong type or out of range, is an *Error naming the file, line and
-// key, or the variable or flag. Load is safe for concurrent use.
+// that is missing is skipped. One that cannot be read or parsed is skipped
+// too, and listed by Provenance.Broken with its *Error, unless strict mode is
+// on: then it is the error (broken.go says why). A value of the wrong type or
+// out of range is an *Error naming the file, line and key, or the variable
+// or flag. Load is safe for concurrent use.
 func Load(opts LoadOptions) (*Config, *Provenance, error) {
 	lookup := opts.LookupEnv
 	if lookup == nil {
@@ -156,24 +144,13 @@ func Load(opts LoadOptions) (*Config, *Provenance, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	prov := &Provenance{sources: map[string]string{}}
-	note := func(name, path, status string) {
-		prov.Layers = append(prov.Layers, Layer{Name: name, Path: path, Status: status})
+	strict, err := strictMode(e, opts)
+	if err != nil {
+		return nil, nil, err
 	}
-	// read reads a file layer and records what happened.
-	read := func(name, path string) (*layer, error) {
-		l, err := readLayer(name, path, byName)
-		switch {
-		case err != nil:
-			note(name, path, "error")
-			return nil, err
-		case l == nil:
-			note(name, path, "not found")
-		default:
-			note(name, path, "loaded")
-		}
-		return l, nil
-	}
+	prov := &Provenance{sources: map[string]string{}, good: map[string][]byte{}}
+	r := &stackReader{strict: strict, prev: opts.Previous, prov: prov}
+	read := func(name, path string) (*layer, error) { return r.read(name, path, byName, false) }
 
 	// 1. default
 	var def *layer
@@ -181,7 +158,7 @@ func Load(opts LoadOptions) (*Config, *Provenance, error) {
 		if def, err = read("default", loc.defaultFile); err != nil {
 			return nil, prov, err
 		}
-		if def == nil {
+		if def == nil && prov.Layers[len(prov.Layers)-1].Status == statusNotFound {
 			prov.Warnings = append(prov.Warnings, fmt.Sprintf(
 				"OVOS_DEFAULT_CONFIG names %s, which does not exist: no default layer, built-in values apply", loc.defaultFile))
 		}
@@ -191,7 +168,7 @@ func Load(opts LoadOptions) (*Config, *Provenance, error) {
 			panic("config: bundled defaults: " + err.Error())
 		}
 		def = &layer{name: "default", label: "default (bundled)", tree: t}
-		note("default", "", "loaded (bundled)")
+		r.note("default", "", "loaded (bundled)", nil)
 	}
 	// 3. distribution and 4. system: read before the remote cache because
 	// they, with the default layer, decide whether it is read at all.
@@ -211,7 +188,7 @@ func Load(opts LoadOptions) (*Config, *Provenance, error) {
 	// 2. remote cache, its websocket section protected
 	var remote *layer
 	if cons.disableRemote {
-		note("remote", loc.remote, "skipped: system.disable_remote_config")
+		r.note("remote", loc.remote, "skipped: system.disable_remote_config", nil)
 	} else if remote, err = read("remote", loc.remote); err != nil {
 		return nil, prov, err
 	}
@@ -228,7 +205,7 @@ func Load(opts LoadOptions) (*Config, *Provenance, error) {
 			name = "user"
 		}
 		if cons.disableUser {
-			note(name, path, "skipped: system.disable_user_config")
+			r.note(name, path, "skipped: system.disable_user_config", nil)
 			continue
 		}
 		l, err := read(name, path)
@@ -246,19 +223,16 @@ func Load(opts LoadOptions) (*Config, *Provenance, error) {
 
 	// OVOS_BUS_CONFIG_FILE: only its websocket and logging sections.
 	if path := e.get("OVOS_BUS_CONFIG_FILE"); path != "" {
-		l, err := readLayer("bus-file", path, sniffFormat)
-		if err == nil && l == nil {
-			err = &Error{File: path, Msg: "file not found (named by OVOS_BUS_CONFIG_FILE)"}
-		}
+		l, err := r.read("bus-file", path, sniffFormat, true)
 		if err != nil {
-			note("bus-file", path, "error")
 			return nil, prov, err
 		}
-		note("bus-file", path, "loaded")
-		if err := keepBusSections(l); err != nil {
-			return nil, prov, err
+		if l != nil {
+			if err := keepBusSections(l); err != nil {
+				return nil, prov, err
+			}
+			stack = append(stack, l)
 		}
-		stack = append(stack, l)
 	}
 
 	stack = append(stack, envLayers(e)...)

@@ -3,6 +3,7 @@ package config
 import (
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -54,8 +55,31 @@ func envLayers(e env) []*layer {
 // FlagOverrides records the configuration flags given on a command line.
 // Make one with RegisterFlags; pass it to Load in LoadOptions.Flags.
 type FlagOverrides struct {
-	set []flagSetting // in the order given; a repeated flag keeps its last value
+	set    []flagSetting // in the order given; a repeated flag keeps its last value
+	strict strictFlag    // --strict-config
 }
+
+// strictFlag is --strict-config: strict mode when given, whatever
+// OVOS_BUS_STRICT_CONFIG says (see broken.go).
+type strictFlag struct{ set, on bool }
+
+func (s *strictFlag) String() string {
+	if s == nil || !s.set {
+		return "" // the help names the default, as for the other flags
+	}
+	return strconv.FormatBool(s.on)
+}
+
+func (s *strictFlag) Set(v string) error {
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		return err
+	}
+	s.set, s.on = true, on
+	return nil
+}
+
+func (s *strictFlag) IsBoolFlag() bool { return true }
 
 type flagSetting struct {
 	k    *key
@@ -95,7 +119,7 @@ func (v *flagValue) ArgName() string { return v.k.kind.arg }
 
 // RegisterFlags registers the configuration flags on fs, one per key of
 // the key table that has one (--host, --port, ..., --log-level; see the
-// package documentation). Only flags given on the command line override the
+// package documentation), and --strict-config. Only flags given on the command line override the
 // configuration; their values are checked by Load, so fs.Parse accepts any
 // text. Boolean flags may stand alone (--ssl) or take a value
 // (--compression=false).
@@ -110,6 +134,8 @@ func RegisterFlags(fs *flag.FlagSet) *FlagOverrides {
 		usage := k.doc + " (" + k.path() + "); " + defaultText(def, k) + "; env " + strings.Join(k.env, ", ")
 		fs.Var(&flagValue{f: f, k: k}, k.flag, usage)
 	}
+	fs.Var(&f.strict, "strict-config", "stop on a configuration file that cannot be read or parsed, instead of skipping it "+
+		"as ovos-config does; default false; env "+StrictEnv)
 	return f
 }
 

@@ -24,6 +24,9 @@ type Provenance struct {
 	Warnings []string
 
 	sources map[string]string
+	// good holds the content of each file of the stack that was read whole,
+	// by path: what a reload falls back on (LoadOptions.Previous).
+	good map[string][]byte
 }
 
 // Layer is one file of the stack and what became of it.
@@ -32,9 +35,13 @@ type Layer struct {
 	Name string
 	// Path is the file; "" for the bundled defaults.
 	Path string
-	// Status is "loaded", "loaded (bundled)", "not found", "error" or
-	// "skipped: system.disable_user_config" (or ..._remote_config).
+	// Status is "loaded", "loaded (bundled)", "not found", "error",
+	// StatusSkipped, StatusKept or "skipped: system.disable_user_config"
+	// (or ..._remote_config).
 	Status string
+	// Err is why the file could not be read or parsed, with StatusSkipped
+	// and StatusKept.
+	Err *Error
 }
 
 // Source returns the layer that set a key: a websocket key ("port") or
@@ -98,6 +105,9 @@ func (c *Config) Print(w io.Writer, p *Provenance) error {
 			fmt.Fprintf(tw, "#   %s\t%s\t%s\n", l.Name, path, l.Status)
 		}
 		tw.Flush()
+		for _, l := range p.Broken() {
+			b.WriteString("# error: " + l.Err.Error() + " (" + l.Status + ")\n")
+		}
 		for _, warn := range p.Warnings {
 			b.WriteString("# warning: " + warn + "\n")
 		}

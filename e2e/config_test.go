@@ -197,9 +197,10 @@ func TestEnvOverrides(t *testing.T) {
 	}
 }
 
-// TestBadConfig: a broken file, variable or flag stops the start with a
-// non-zero exit and an error that names the file and line, or the key and
-// what was expected.
+// TestBadConfig: a bad value in a file, variable or flag stops the start
+// with a non-zero exit and an error that names the file and line, or the key
+// and what was expected; so does a file that cannot be parsed in strict mode
+// (OVOS_BUS_STRICT_CONFIG=true; TestBrokenFileBesideGoodOne has the default).
 func TestBadConfig(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -208,14 +209,17 @@ func TestBadConfig(t *testing.T) {
 		want  func(sb *sandbox) []string // substrings of stderr
 	}{
 		{"malformed JSON in the system file", func(sb *sandbox) []string {
+			sb.env["OVOS_BUS_STRICT_CONFIG"] = "true"
 			sb.write(sb.systemFile, "{\n  \"websocket\": {\n    \"port\": 8181,,\n    \"route\": \"/core\"\n  }\n}\n")
 			return nil
 		}, func(sb *sandbox) []string { return []string{sb.systemFile + ":3"} }},
 		{"malformed JSON after comment lines", func(sb *sandbox) []string {
+			sb.env["OVOS_BUS_STRICT_CONFIG"] = "true"
 			sb.write(sb.userFile(), "// one\n# two\n{\"websocket\": {\n  \"route\": \"/x\"\n  \"port\": 1}}\n")
 			return nil
 		}, func(sb *sandbox) []string { return []string{sb.userFile() + ":5"} }},
 		{"truncated system file", func(sb *sandbox) []string {
+			sb.env["OVOS_BUS_STRICT_CONFIG"] = "true"
 			sb.write(sb.systemFile, "{\"websocket\": {\"port\": 8181}\n")
 			return nil
 		}, func(sb *sandbox) []string { return []string{sb.systemFile} }},
@@ -247,6 +251,7 @@ func TestBadConfig(t *testing.T) {
 			return nil
 		}, func(sb *sandbox) []string { return []string{sb.systemFile, "log_level", "LOUD"} }},
 		{"malformed YAML bus file", func(sb *sandbox) []string {
+			sb.env["OVOS_BUS_STRICT_CONFIG"] = "true"
 			sb.env["OVOS_BUS_CONFIG_FILE"] = sb.write(filepath.Join(sb.root, "bus.yaml"), "websocket:\n  port: 8181\n  route: [/core\n")
 			return nil
 		}, func(sb *sandbox) []string { return []string{filepath.Join(sb.root, "bus.yaml")} }},
@@ -255,6 +260,7 @@ func TestBadConfig(t *testing.T) {
 			return nil
 		}, func(sb *sandbox) []string { return []string{filepath.Join(sb.root, "nope.yaml")} }},
 		{"malformed web cache", func(sb *sandbox) []string {
+			sb.env["OVOS_BUS_STRICT_CONFIG"] = "true"
 			sb.write(sb.webCache, "{not json")
 			return nil
 		}, func(sb *sandbox) []string { return []string{sb.webCache} }},

@@ -274,10 +274,13 @@ func TestReload(t *testing.T) {
 	// Still on the old route.
 	expectGreeting(t, dialGo(t, b.url(), nil))
 
-	// A broken file on reload is reported and changes nothing.
+	// A file broken on reload is reported and keeps the version read before: nothing changes.
 	sb.write(sb.userFile(), "{broken")
 	b.cmd.Process.Signal(syscall.SIGHUP)
-	b.waitLog(10*time.Second, "Reload failed", sb.userFile())
-	g.send(ws.OpText, msg)
-	expectFrame(t, g, ws.OpText, msg)
+	b.waitLog(10*time.Second, "ERROR", "the bus keeps the version it read before", sb.userFile()+":1:2: invalid JSON")
+	b.waitLog(10*time.Second, "Configuration reloaded changed=[] needs_restart=[route]")
+	again := []byte(`{"type":"e2e.still.filtered","data":{},"context":{"source":"x"}}`)
+	g.send(ws.OpText, again)
+	expectFrame(t, g, ws.OpText, again)
+	b.waitLog(5*time.Second, "e2e.still.filtered source: x destination: []")
 }

@@ -439,6 +439,10 @@ func TestMonitorAtHighRate(t *testing.T) {
 	})
 
 	r.wait("the sampling note", `!document.getElementById("sampling").hidden && document.getElementById("sampling").textContent.startsWith("sampling:")`)
+	// It gives both caps, names the type the flood is cut from, and says why in its title.
+	r.wait("the caps and the cut type in the sampling note", `(() => { const s = document.getElementById("sampling");
+		return s.textContent.includes("at most 500/s, 125/s per type") && s.textContent.includes("cut: ovos.common_play.player.state") &&
+			s.title.includes("at most 125 a second of any one type"); })()`)
 	clients[1].send(t, `{"type":"test.rare","data":{"note":"one in thousands"},"context":{}}`)
 	r.wait("the rare message among the flood", rowJS("test.rare"))
 	r.wait("the chart's legend to rank the flood first", `document.querySelector("#legend li .t")?.textContent === "ovos.common_play.player.state"`)

@@ -59,7 +59,8 @@
 //
 // The monitor answers the hello with {"t":"hello","auth":bool,
 // "token":"name","receive":[...],"emit":[...],"clients":bool,
-// "rows_per_second":N,"interval_ms":N} or with {"t":"denied","error":"..."}
+// "rows_per_second":N,"type_rows_per_second":N,"interval_ms":N} (the caps of
+// the sampling, which the page explains) or with {"t":"denied","error":"..."}
 // and a 1008 close. Then it sends
 //
 //   - {"t":"batch","rows":[row...],"counts":{"type":N...},"total":N,"skipped":N}

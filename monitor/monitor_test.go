@@ -206,7 +206,7 @@ func TestPageSeesMessages(t *testing.T) {
 	_, hs := startMonitor(t, s, Options{})
 	p := openPage(t, hs, "")
 	w := p.welcomed(t)
-	if w.Auth || !w.Clients || w.RowsPerSecond != DefaultRowsPerSecond {
+	if w.Auth || !w.Clients || w.RowsPerSecond != DefaultRowsPerSecond || w.TypeRowsPerSecond != DefaultRowsPerSecond/4 {
 		t.Errorf("hello on a bus without auth: %+v", w)
 	}
 	c := dialBus(t, s, nil)
@@ -302,7 +302,12 @@ func TestSampledAtHighRate(t *testing.T) {
 	s := startBus(t, bus.Options{})
 	_, hs := startMonitor(t, s, Options{RowsPerSecond: 100, Interval: 100 * time.Millisecond})
 	p := openPage(t, hs, "")
-	p.welcomed(t)
+	// The cap per type the page is told (and explains) is the one the batches keep to.
+	w := p.welcomed(t)
+	perTypeBatch := w.TypeRowsPerSecond * int(w.IntervalMS) / 1000
+	if w.TypeRowsPerSecond != 20 || perTypeBatch != 2 {
+		t.Fatalf("type_rows_per_second %d (%d a batch), want a quarter of 100 rows/s: 20 (2 a batch)", w.TypeRowsPerSecond, perTypeBatch)
+	}
 	const n = 5000
 	go func() {
 		for i := range n {
@@ -323,8 +328,15 @@ func TestSampledAtHighRate(t *testing.T) {
 		}
 		total += b.Total
 		skipped += b.Skipped
+		flood := 0
 		for _, r := range b.Rows {
 			rare = rare || r.Type == "rare"
+			if r.Type == "flood" {
+				flood++
+			}
+		}
+		if flood > perTypeBatch {
+			t.Fatalf("a batch of %d flood rows; the page was told %d a batch", flood, perTypeBatch)
 		}
 	}
 	if total != n+1 || skipped == 0 || !rare {

@@ -51,7 +51,10 @@ type welcome struct {
 	Emit          []string `json:"emit"`
 	Clients       bool     `json:"clients"`
 	RowsPerSecond int      `json:"rows_per_second"`
-	IntervalMS    int64    `json:"interval_ms"`
+	// TypeRowsPerSecond is the sampler's cap per type (a quarter of the rows), for the page to
+	// explain why a busy type shows fewer rows than it has messages.
+	TypeRowsPerSecond int   `json:"type_rows_per_second"`
+	IntervalMS        int64 `json:"interval_ms"`
 }
 
 type ending struct {
@@ -182,11 +185,12 @@ func (p *page) authorize(ctx context.Context) bool {
 func (p *page) welcome() welcome {
 	o := p.m.opts
 	wel := welcome{
-		T:             "hello",
-		Auth:          p.m.bus.Live().Auth.Enabled(),
-		Clients:       p.full,
-		RowsPerSecond: o.RowsPerSecond,
-		IntervalMS:    o.Interval.Milliseconds(),
+		T:                 "hello",
+		Auth:              p.m.bus.Live().Auth.Enabled(),
+		Clients:           p.full,
+		RowsPerSecond:     o.RowsPerSecond,
+		TypeRowsPerSecond: int(int64(p.smp.perType) * int64(time.Second) / int64(o.Interval)),
+		IntervalMS:        o.Interval.Milliseconds(),
 	}
 	if p.perm != nil {
 		wel.Token, wel.Receive, wel.Emit = p.perm.Name, p.perm.Receive, p.perm.Emit

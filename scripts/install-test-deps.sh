@@ -2,9 +2,10 @@
 # Installs what the test suite needs on a fresh Debian machine: the third-party
 # WebSocket peers of the interop tests (Python's websockets, autobahn and
 # websocket-client, Tornado for the reference bus, wsproto for the protocol
-# benchmark), Chromium for the browser test, and the Node packages of the
-# Node peers (bench/peers/node, interop/node). Packages already present are
-# not downloaded again.
+# benchmark), Chromium for the browser test, systemd for systemd-analyze (the
+# check of the units in deploy/systemd), and the Node packages of the Node
+# peers (bench/peers/node, interop/node). Packages already present are not
+# downloaded again.
 #
 # When another apt or dpkg holds the package lock (an unattended upgrade, a
 # parallel install), apt-get waits up to 10 minutes for it instead of failing.
@@ -26,7 +27,7 @@ quiet() {
   fi
 }
 
-debs=(python3 python3-websockets python3-autobahn python3-websocket python3-tornado python3-wsproto chromium nodejs)
+debs=(python3 python3-websockets python3-autobahn python3-websocket python3-tornado python3-wsproto chromium nodejs systemd)
 missing=()
 for p in "${debs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

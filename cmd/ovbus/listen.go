@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"github.com/ovbus/ovbus/bus"
 	"github.com/ovbus/ovbus/client"
 	"github.com/ovbus/ovbus/message"
 )
@@ -34,8 +35,10 @@ too, marked: [not JSON], [no type], [encrypted], [binary] (with --json as {"raw"
 the patterns are shown: * matches any run of characters (dots, colons and slashes included), ?
 one character, [abc] [a-z] [!a] one of a class; --exclude leaves out the types matching its
 patterns. With --reconnect (the default) listen waits for a bus that is not up yet and
-re-establishes the connection when it drops. With --token (or $OVOS_BUS_TOKEN) it presents a
-token to a bus with auth; no token is ever printed. Stop with Ctrl-C.`
+re-establishes the connection when it drops. Without --url it reads the bus's address from the
+OVOS configuration as ovbus serve does. With --token (or $OVOS_BUS_TOKEN, or without --url a
+token of the configuration that may receive every type) it presents a token to a bus with auth;
+no token is ever printed. Stop with Ctrl-C.`
 
 // typePatterns is a repeatable --type flag that also takes comma-separated lists.
 type typePatterns []string
@@ -151,11 +154,6 @@ func listenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
-	dopts, err := bf.dialOptions()
-	if err != nil {
-		return usageError(fs, stderr, "%v", err)
-	}
-
 	var (
 		wasConnected atomic.Bool
 		errMu        sync.Mutex // stderr is written from the state callback and from here
@@ -164,6 +162,19 @@ func listenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		errMu.Lock()
 		defer errMu.Unlock()
 		fmt.Fprintf(stderr, "ovbus listen: "+format+"\n", a...)
+	}
+	// A token of the configuration must let every type through: only then may the empty type
+	// (bus.MatchType) be received.
+	if err := bf.fromConfig(func(p bus.Permissions) bool { return p.CanReceive("") }, logf); err != nil {
+		logf("%v", err)
+		return exitUsage
+	}
+	if bf.tokenLabel != "" {
+		logf("using the token %s of the configuration's websocket.auth", bf.tokenLabel)
+	}
+	dopts, err := bf.dialOptions()
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
 	}
 	onState := func(sc client.StateChange) {
 		switch sc.State {

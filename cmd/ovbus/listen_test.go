@@ -223,7 +223,7 @@ func TestListenUsage(t *testing.T) {
 	for _, want := range []string{
 		"Usage: ovbus listen", "--type PATTERN", "--exclude PATTERN", "--token TOKEN", "--json", "(default false)",
 		"--context", "(default true)", "--count int", "(default 0)", "--reconnect",
-		"--url URL", `(default "ws://127.0.0.1:8181/core")`, "--ca FILE", "--insecure", "Exit status:",
+		"--url URL", "default: the bus of the OVOS configuration", "--ca FILE", "--insecure", "Exit status:",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q:\n%s", want, out.String())

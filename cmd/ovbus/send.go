@@ -19,6 +19,7 @@ import (
 
 	"github.com/ovbus/ovbus/bus"
 	"github.com/ovbus/ovbus/client"
+	"github.com/ovbus/ovbus/config"
 	"github.com/ovbus/ovbus/message"
 	"github.com/ovbus/ovbus/ws"
 )
@@ -37,32 +38,76 @@ const (
 )
 
 const exitCodesHelp = `
-Exit status: 0 done; 1 timed out; 2 bad usage (flags, JSON); 3 cannot connect or connection lost;
-4 (send) not allowed: the bus refused the message.
+Exit status: 0 done; 1 timed out; 2 bad usage (flags, JSON) or a configuration that cannot be used;
+3 cannot connect or connection lost; 4 (send) not allowed: the bus refused the message.
 `
 
-// busFlags are the connection flags shared by listen and send.
+// busFlags are the connection flags shared by listen and send, and what the OVOS configuration
+// adds to them when --url is not given.
 type busFlags struct {
 	url      string
 	ca       string
 	insecure bool
 	token    string
 	secrets  []string // the tokens to keep out of everything printed
+	// busCert is the certificate file the configuration's bus serves with ssl (ssl_cert or the
+	// self-signed pair's), trusted beside the system's roots when --url, --ca and --insecure are
+	// not given; "" for none.
+	busCert string
+	// tokenLabel names the token taken from the configuration (bus.Permissions.Label); "" when
+	// the token, if any, came from --token or $OVOS_BUS_TOKEN.
+	tokenLabel string
 }
 
 func addBusFlags(fs *flag.FlagSet) *busFlags {
 	b := &busFlags{}
-	fs.StringVar(&b.url, "url", client.URLFromEnv(),
-		"bus `URL`, ws:// or wss://; OVOS_BUS_HOST, OVOS_BUS_PORT, OVOS_BUS_ROUTE and OVOS_BUS_USE_SSL set its default")
+	fs.StringVar(&b.url, "url", "", "bus `URL`, ws:// or wss://; default: the bus of the OVOS configuration, read as ovbus serve "+
+		"reads it (websocket host, port, route and ssl of the mycroft.conf stack, OVOS_BUS_HOST, OVOS_BUS_PORT, OVOS_BUS_ROUTE, "+
+		"OVOS_BUS_USE_SSL)")
 	fs.StringVar(&b.ca, "ca", "", "`FILE` with the PEM certificate of the CA (or the bus's self-signed one) to trust for wss://")
 	fs.BoolVar(&b.insecure, "insecure", false, "wss:// without verifying the bus's certificate")
 	// The default is read after parsing, so that the help never shows the variable's value.
-	fs.StringVar(&b.token, "token", "", "the bus's auth `TOKEN`, sent as Authorization: Bearer (never printed); empty: $OVOS_BUS_TOKEN")
+	fs.StringVar(&b.token, "token", "", "the bus's auth `TOKEN`, sent as Authorization: Bearer (never printed); empty: "+
+		"$OVOS_BUS_TOKEN, else without --url a token of the configuration's websocket.auth that may do what the command needs")
 	return b
 }
 
-// dialOptions returns the options of the connection: TLS (--ca, --insecure) and the token
-// (--token, else $OVOS_BUS_TOKEN). nil means the defaults.
+// fromConfig fills what --url leaves unsaid from the OVOS configuration stack, read as ovbus serve
+// reads it: the URL (host, port, route; wss:// with ssl), the certificate to trust, and, when
+// neither --token nor $OVOS_BUS_TOKEN gives one and the bus requires a token, one of its tokens
+// whose permissions fits accepts. A token is never taken for a URL given with --url. A file of
+// the stack that cannot be read or parsed is skipped, as serve skips it, with a warning.
+func (b *busFlags) fromConfig(fits func(bus.Permissions) bool, warn func(format string, a ...any)) error {
+	if b.url != "" {
+		return nil
+	}
+	cfg, prov, err := config.Load(config.LoadOptions{})
+	if err != nil {
+		return fmt.Errorf("%v (--url names the bus without reading the configuration)", err)
+	}
+	for _, l := range prov.Broken() {
+		warn("warning: %v (skipped, as ovbus serve skips it)", l.Err)
+	}
+	if cfg.Bus.Port == 0 {
+		return fmt.Errorf("the configuration's websocket.port is 0 (any free port, set by %s): give the bus's address with --url",
+			prov.Source("port"))
+	}
+	b.url = cfg.URL()
+	if cfg.SSL {
+		b.busCert = cfg.SSLCert
+		if b.busCert == "" || cfg.SSLKey == "" {
+			b.busCert, _, _ = config.CertificatePaths(nil)
+		}
+	}
+	if b.token == "" && os.Getenv("OVOS_BUS_TOKEN") == "" {
+		b.token, b.tokenLabel = cfg.ClientToken(fits)
+	}
+	return nil
+}
+
+// dialOptions returns the options of the connection: the User-Agent, TLS (--ca, --insecure, or
+// the configuration's certificate) and the token (--token, else $OVOS_BUS_TOKEN, else the
+// configuration's).
 func (b *busFlags) dialOptions() (*ws.DialOptions, error) {
 	if b.token == "" {
 		b.token = os.Getenv("OVOS_BUS_TOKEN")
@@ -82,29 +127,34 @@ func (b *busFlags) dialOptions() (*ws.DialOptions, error) {
 			}
 		}
 	}
-	if b.ca == "" && !b.insecure && b.token == "" {
-		return nil, nil
-	}
-	o := &ws.DialOptions{}
+	o := &ws.DialOptions{Header: http.Header{"User-Agent": {userAgent()}}}
 	if b.token != "" {
-		o.Header = http.Header{"Authorization": {"Bearer " + b.token}}
+		o.Header.Set("Authorization", "Bearer "+b.token)
 	}
-	if b.ca == "" && !b.insecure {
-		return o, nil
-	}
-	cfg := &tls.Config{InsecureSkipVerify: b.insecure}
-	if b.ca != "" {
-		pem, err := os.ReadFile(b.ca)
-		if err != nil {
-			return nil, fmt.Errorf("--ca: %w", err)
+	switch {
+	case b.ca != "" || b.insecure:
+		cfg := &tls.Config{InsecureSkipVerify: b.insecure}
+		if b.ca != "" {
+			pem, err := os.ReadFile(b.ca)
+			if err != nil {
+				return nil, fmt.Errorf("--ca: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("--ca: %s: no PEM certificate", b.ca)
+			}
+			cfg.RootCAs = pool
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--ca: %s: no PEM certificate", b.ca)
+		o.TLSConfig = cfg
+	case b.busCert != "":
+		// The bus's own certificate too, when this user may read it, so that a self-signed one
+		// is trusted; otherwise the system's roots decide alone.
+		if pem, err := os.ReadFile(b.busCert); err == nil {
+			if pool, err := x509.SystemCertPool(); err == nil && pool.AppendCertsFromPEM(pem) {
+				o.TLSConfig = &tls.Config{RootCAs: pool}
+			}
 		}
-		cfg.RootCAs = pool
 	}
-	o.TLSConfig = cfg
 	return o, nil
 }
 
@@ -168,7 +218,8 @@ const sendSynopsis = `ovbus send TYPE [DATA_JSON] [flags]
 Emits one message {"type": TYPE, "data": DATA_JSON, "context": --context} on the bus and waits
 until the bus relays it back (so it was delivered to every client). With --wait, then waits for a
 message of that type (the first one after the echo) and prints it as one line of JSON.
-DATA_JSON and --context are JSON objects; DATA_JSON "-" reads the object from standard input.`
+DATA_JSON and --context are JSON objects; DATA_JSON "-" reads the object from standard input.
+Without --url it reads the bus's address from the OVOS configuration as ovbus serve does.`
 
 // runSend is `ovbus send`.
 func runSend(args []string, stdout, stderr io.Writer) int {
@@ -216,6 +267,15 @@ func sendCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	if *timeout <= 0 {
 		return usageError(fs, stderr, "--timeout must be positive")
+	}
+	// A token of the configuration must let the message out and its echo (and the reply) in.
+	fits := func(p bus.Permissions) bool {
+		return p.CanEmit(typ) && p.CanReceive(typ) && (*waitType == "" || p.CanReceive(*waitType))
+	}
+	warn := func(format string, a ...any) { fmt.Fprintf(stderr, "ovbus send: "+format+"\n", a...) }
+	if err := bf.fromConfig(fits, warn); err != nil {
+		warn("%v", err)
+		return exitUsage
 	}
 	dopts, err := bf.dialOptions()
 	if err != nil {

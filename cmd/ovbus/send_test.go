@@ -218,7 +218,7 @@ func TestSendHelpListsEveryFlag(t *testing.T) {
 	}
 	for _, want := range []string{
 		"Usage: ovbus send TYPE [DATA_JSON]",
-		"--url URL", `(default "ws://127.0.0.1:8181/core")`,
+		"--url URL", "default: the bus of the OVOS configuration",
 		"--context", `(default "{}")`,
 		"--wait TYPE", `(default "")`,
 		"--timeout duration", "(default 3s)",

@@ -25,8 +25,11 @@ const serveSynopsis = `ovbus serve [flags]
 
 Runs the OVOS message bus with the configuration of ovos-messagebus: the
 websocket section of the OVOS configuration stack (mycroft.conf), then
-OVOS_BUS_CONFIG_FILE, the OVOS_BUS_* variables and these flags. SIGINT and
-SIGTERM stop it (exit 0), SIGHUP reloads the configuration.`
+OVOS_BUS_CONFIG_FILE, the OVOS_BUS_* variables and these flags. A file of
+the stack that cannot be read or parsed is skipped, as ovos-config does, and
+logged with its file:line:col (--strict-config makes it an error); a value of
+the wrong type is an error. SIGINT and SIGTERM stop it (exit 0), SIGHUP
+reloads the configuration.`
 
 const serveExitHelp = `
 Exit status: 0 stopped by SIGINT or SIGTERM (or --print-config done); 1 cannot start (configuration,
@@ -55,10 +58,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlagsOnly(fs, args, stdout, stderr, ""); !ok {
 		return code
 	}
-	load := func() (*config.Config, *config.Provenance, error) {
-		return config.Load(config.LoadOptions{Flags: flags})
+	load := func(prev *config.Provenance) (*config.Config, *config.Provenance, error) {
+		return config.Load(config.LoadOptions{Flags: flags, Previous: prev})
 	}
-	cfg, prov, err := load()
+	cfg, prov, err := load(nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "ovbus serve:", err)
 		return 1
@@ -96,6 +99,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	for _, w := range prov.Warnings {
 		logger.Warn(w)
 	}
+	files := &configFiles{}
+	files.set(prov, logger)
 	var tlsConfig *tls.Config
 	if cfg.SSL {
 		var err error
@@ -119,6 +124,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "ovbus serve:", err)
 		return 1
 	}
+	files.attach(srv)
 	var mon *monitor.Monitor
 	if cfg.MonitorAddress != "" {
 		mon, err = monitor.New(srv, monitor.Options{Addr: cfg.MonitorAddress, AllowRemote: cfg.MonitorAllowRemote, Logger: logger})
@@ -161,13 +167,13 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	logger.Info("Message bus service started!", attrs...)
 	sdNotify("READY=1")
 
-	running := cfg
+	running := loaded{cfg, prov}
 	for sig := range sigs {
 		if sig != syscall.SIGHUP {
 			break
 		}
 		sdNotify("RELOADING=1")
-		running = reload(srv, running, load, tlsConfig, level, logger)
+		running = reload(srv, running, load, files, tlsConfig, level, logger)
 		sdNotify("READY=1")
 	}
 
@@ -219,13 +225,20 @@ func serveTLS(cfg *config.Config, logger *slog.Logger) (*tls.Config, error) {
 	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
+// loaded is a configuration and where it came from.
+type loaded struct {
+	cfg  *config.Config
+	prov *config.Provenance
+}
+
 // reload re-reads the configuration on SIGHUP and applies what can change
 // while the bus runs. Keys that need a restart keep their running values
-// (and are reported again at the next reload). It returns the configuration
-// now in force.
-func reload(srv *bus.Server, running *config.Config, load func() (*config.Config, *config.Provenance, error),
-	tlsConfig *tls.Config, level *slog.LevelVar, logger *slog.Logger) *config.Config {
-	next, prov, err := load()
+// (and are reported again at the next reload); a file that can no longer be
+// read or parsed keeps the version read before (config.LoadOptions.Previous).
+// It returns the configuration now in force.
+func reload(srv *bus.Server, running loaded, load func(*config.Provenance) (*config.Config, *config.Provenance, error),
+	files *configFiles, tlsConfig *tls.Config, level *slog.LevelVar, logger *slog.Logger) loaded {
+	next, prov, err := load(running.prov)
 	if err != nil {
 		logger.Error("Reload failed; the running configuration stays", "error", err)
 		return running
@@ -233,18 +246,19 @@ func reload(srv *bus.Server, running *config.Config, load func() (*config.Config
 	for _, w := range prov.Warnings {
 		logger.Warn(w)
 	}
-	applied, live, restart := running.Reload(next)
+	applied, live, restart := running.cfg.Reload(next)
 	if _, _, err := srv.Apply(busOptions(applied, tlsConfig, logger)); err != nil {
 		logger.Error("Reload failed; the running configuration stays", "error", err)
 		return running
 	}
+	files.set(prov, logger)
 	level.Set(applied.SlogLevel())
 	if len(live) == 0 && len(restart) == 0 {
 		logger.Info("Configuration reloaded: nothing changed")
 	} else {
 		logger.Info("Configuration reloaded", "changed", fmt.Sprint(live), "needs_restart", fmt.Sprint(restart))
 	}
-	return applied
+	return loaded{applied, prov}
 }
 
 // busOptions maps the configuration onto the bus's options, with the TLS
@@ -265,7 +279,7 @@ func busURL(cfg *config.Config, addr net.Addr) string {
 }
 
 // sdNotify tells systemd about the service's state when it runs under a
-// unit with Type=notify (as OVOS's ovos-messagebus.service does); without
+// unit with Type=notify (as the units of deploy/systemd do); without
 // $NOTIFY_SOCKET it does nothing (sd_notify(3)).
 func sdNotify(state string) {
 	name := os.Getenv("NOTIFY_SOCKET")

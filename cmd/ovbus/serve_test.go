@@ -34,7 +34,8 @@ func isolateConfig(t *testing.T) string {
 		t.Setenv(k, v)
 	}
 	for _, k := range []string{"OVOS_DEFAULT_CONFIG", "OVOS_CONFIG_BASE_FOLDER", "OVOS_CONFIG_FILENAME", "OVOS_BUS_CONFIG_FILE",
-		"OVOS_BUS_HOST", "OVOS_BUS_PORT", "OVOS_BUS_ROUTE", "OVOS_BUS_MAX_MSG_SIZE", "OVOS_BUS_USE_SSL", "OVOS_BUS_LOG_LEVEL"} {
+		"OVOS_BUS_HOST", "OVOS_BUS_PORT", "OVOS_BUS_ROUTE", "OVOS_BUS_MAX_MSG_SIZE", "OVOS_BUS_USE_SSL", "OVOS_BUS_LOG_LEVEL",
+		"OVOS_BUS_STRICT_CONFIG"} {
 		t.Setenv(k, "")
 		os.Unsetenv(k)
 	}
@@ -177,13 +178,21 @@ func TestServePrintConfigAndBadConfig(t *testing.T) {
 	if !regexp.MustCompile(`port\s+9999\s+# flag --port`).MatchString(stdout.String()) {
 		t.Fatalf("print-config:\n%s", stdout.String())
 	}
+	// In strict mode a file that cannot be parsed stops the start (serve_files_test.go has the
+	// default, lenient mode); a bad value does in both modes.
 	writeUserConfig(t, dir, "{\"websocket\": {\"port\": 8181,,}}\n")
 	stdout, stderr = lockedBuffer{}, lockedBuffer{}
-	if code := runServe(nil, &stdout, &stderr); code == 0 {
-		t.Fatal("exit 0 with a broken config")
+	if code := runServe([]string{"--strict-config"}, &stdout, &stderr); code != 1 {
+		t.Fatalf("exit %d with a broken config and --strict-config", code)
 	}
-	if !strings.Contains(stderr.String(), "mycroft.conf") {
-		t.Fatalf("the error does not name the file: %s", stderr.String())
+	if !strings.Contains(stderr.String(), "mycroft.conf:1:29: invalid JSON") {
+		t.Fatalf("the error does not name the file, line and column: %s", stderr.String())
+	}
+	writeUserConfig(t, dir, "{\"websocket\": {\"port\": \"eighty\"}}\n")
+	stdout, stderr = lockedBuffer{}, lockedBuffer{}
+	if code := runServe(nil, &stdout, &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), `mycroft.conf:1:16: websocket.port: expected an integer 0-65535, got "eighty"`) {
+		t.Fatalf("bad value: exit %d, stderr %s", code, stderr.String())
 	}
 	if code := runServe([]string{"extra"}, &stdout, &stderr); code != 2 {
 		t.Fatalf("exit %d for an extra argument", code)

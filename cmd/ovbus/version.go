@@ -75,3 +75,16 @@ func versionString() string {
 	}
 	return fmt.Sprintf("ovbus %s (commit %s%s, %s %s/%s)", v, c, date, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
+
+// userAgent is the User-Agent header of listen and send (the bus's monitor and Sessions show it):
+// ovbus/VERSION, the version without its leading v, "devel" for a build with no version stamped.
+func userAgent() string {
+	v := version
+	if v == "" {
+		v = "devel"
+		if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+			v = info.Main.Version
+		}
+	}
+	return "ovbus/" + strings.TrimPrefix(v, "v")
+}

@@ -21,7 +21,7 @@ const st = {
   selected: null,
   sessionsSeen: new Set(),
   received: 0, // messages the token may receive, since the page opened (the list may show a sample)
-  recent: [], // [{at, total, skipped}] of the last batches, for the sampling note
+  recent: [], // [{at, total, skipped, cut}] of the last batches, for the sampling note
   nextID: 1,
   sends: new Map(),
   retry: 0,
@@ -88,6 +88,7 @@ function onHello(m) {
   if (m.receive) who.push(`receives ${m.receive.join(", ") || "nothing"}`);
   if (m.emit) who.push(`emits ${m.emit.join(", ") || "nothing"}`);
   $("who").textContent = who.join(" · ");
+  $("msg-count").title = `messages relayed since the page opened that it may see. ${samplingRule()}`;
   $("clients-note").hidden = m.clients;
   $("clients-note").textContent = m.clients ? "" : "Only a token with full access sees the clients of the bus.";
   const d = $("login");
@@ -126,7 +127,13 @@ function onBatch(m) {
   const now = Date.now();
   st.rates.add(now, m.counts || {});
   st.received += m.total;
-  st.recent.push({ at: now, total: m.total, skipped: m.skipped });
+  // cut: per type, the messages of this batch the list did not get (counted, not shown).
+  const cut = {};
+  if (m.skipped) {
+    Object.assign(cut, m.counts);
+    for (const r of m.rows) cut[r.type]--;
+  }
+  st.recent.push({ at: now, total: m.total, skipped: m.skipped, cut });
   for (const r of m.rows) {
     if (r.session && !st.sessionsSeen.has(r.session) && st.sessionsSeen.size < 500) {
       st.sessionsSeen.add(r.session);
@@ -267,13 +274,28 @@ function notes() {
   const now = Date.now();
   while (st.recent.length && st.recent[0].at < now - 1000) st.recent.shift();
   let total = 0, skipped = 0;
+  const cut = {};
   for (const b of st.recent) {
     total += b.total;
     skipped += b.skipped;
+    for (const [t, n] of Object.entries(b.cut)) cut[t] = (cut[t] || 0) + n;
   }
   const s = $("sampling");
   s.hidden = skipped === 0;
-  if (skipped) s.textContent = `sampling: ${total - skipped} of ${total} msg/s shown (the chart counts all)`;
+  if (!skipped) return;
+  const most = Object.entries(cut).filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]).slice(0, 2).map(([t]) => t);
+  s.textContent = `sampling: ${total - skipped} of ${total} msg/s shown` +
+    (st.hello ? ` (at most ${st.hello.rows_per_second}/s, ${st.hello.type_rows_per_second}/s per type` : " (") +
+    (most.length ? `; cut: ${most.join(", ")}` : "") + "); the chart counts all";
+  s.title = samplingRule();
+}
+
+// samplingRule says how the list samples a busy bus, with the caps the monitor announced.
+function samplingRule() {
+  if (!st.hello) return "";
+  return `Under heavy traffic the list shows a sample: at most ${st.hello.rows_per_second} messages a second, ` +
+    `and at most ${st.hello.type_rows_per_second} a second of any one type, so that a flood of one type cannot ` +
+    "crowd the rare ones out of the list. The counts and the chart include every message.";
 }
 
 for (const id of ["f-include", "f-exclude", "f-text", "f-session"]) {
