@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"net/url"
-	"os"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -16,10 +13,6 @@ import (
 	"github.com/ovbus/ovbus/message"
 	"github.com/ovbus/ovbus/ws"
 )
-
-// DefaultURL is the bus address of a default OVOS install (the websocket config section's host,
-// port and route: docs/protocol.md §1).
-const DefaultURL = "ws://127.0.0.1:8181/core"
 
 // Defaults of Options.
 const (
@@ -32,34 +25,6 @@ const (
 	// Python client's wait_for_message and wait_for_response.
 	DefaultTimeout = 3 * time.Second
 )
-
-// URLFromEnv returns the bus URL named by the variables of the Rust bus and its clients,
-// OVOS_BUS_HOST, OVOS_BUS_PORT, OVOS_BUS_ROUTE and OVOS_BUS_USE_SSL, each defaulting to the part of
-// DefaultURL it names.
-func URLFromEnv() string {
-	host := envOr("OVOS_BUS_HOST", "127.0.0.1")
-	port := envOr("OVOS_BUS_PORT", "8181")
-	route := envOr("OVOS_BUS_ROUTE", "/core")
-	if !strings.HasPrefix(route, "/") {
-		route = "/" + route
-	}
-	scheme := "ws"
-	switch strings.ToLower(os.Getenv("OVOS_BUS_USE_SSL")) {
-	case "1", "true", "yes", "on":
-		scheme = "wss"
-	}
-	if strings.Contains(host, ":") && !strings.HasPrefix(host, "[") {
-		host = "[" + host + "]" // IPv6 literal
-	}
-	return scheme + "://" + host + ":" + port + route
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
 
 // Errors returned by the Client.
 var (
@@ -176,28 +141,6 @@ func (o *Options) withDefaults() Options {
 		v.HandlerBacklog = DefaultHandlerBacklog
 	}
 	return v
-}
-
-// Frame is one frame received from the bus.
-type Frame struct {
-	Binary   bool
-	Data     []byte    // the payload as received; shared, do not modify
-	Received time.Time // when it was read
-	// Message is the decoded message when Err is nil.
-	Message message.Message
-	// Err says why the frame is not an OVOS message (it wraps message.ErrNotMessage), or is nil.
-	Err error
-}
-
-type handler struct {
-	pattern string // message type, "*", or "" for a frame handler
-	once    bool
-	d       *dispatcher[Frame]
-}
-
-type waiter struct {
-	typ string
-	ch  chan message.Message // cap 1
 }
 
 // Client is a connection to an OVOS message bus that reconnects by itself.
@@ -571,255 +514,6 @@ func (c *Client) read(conn *ws.Conn) error {
 		f.Message, f.Err = message.ParseFrame(f.Binary, b)
 		c.dispatch(f)
 	}
-}
-
-func (c *Client) dispatch(f Frame) {
-	c.hmu.Lock()
-	targets := c.targets[:0]
-	keep := c.handlers[:0]
-	for _, h := range c.handlers {
-		match := h.pattern == "" || (f.Err == nil && (h.pattern == "*" || h.pattern == f.Message.Type))
-		if match {
-			targets = append(targets, h)
-		}
-		if !match || !h.once {
-			keep = append(keep, h)
-		}
-	}
-	clear(c.handlers[len(keep):])
-	c.handlers = keep
-	if f.Err == nil && len(c.waiters) > 0 {
-		rest := c.waiters[:0]
-		for _, w := range c.waiters {
-			if w.typ == "*" || w.typ == f.Message.Type {
-				w.ch <- f.Message // cap 1, and a waiter is removed after its first message
-				continue
-			}
-			rest = append(rest, w)
-		}
-		clear(c.waiters[len(rest):])
-		c.waiters = rest
-	}
-	c.targets = targets
-	c.hmu.Unlock()
-
-	for i, h := range targets {
-		h.d.push(c.ctx, f)
-		if h.once {
-			h.d.finish()
-		}
-		targets[i] = nil
-	}
-}
-
-// Emit sends m to the bus (which relays it to every client, this one included). It returns once
-// the message has been written to the connection, or queued while the client is not connected
-// (Options.QueueSize); it returns ErrQueueFull or ErrDisconnected when it can do neither, and
-// ErrClosed after Close. ctx bounds the write: a write cut short by ctx breaks the connection,
-// which is then re-established.
-func (c *Client) Emit(ctx context.Context, m message.Message) error {
-	b, err := m.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	return c.EmitRaw(ctx, b)
-}
-
-// EmitRaw sends one text frame as it is, like Emit; b need not be an OVOS message. EmitRaw does
-// not keep b.
-func (c *Client) EmitRaw(ctx context.Context, b []byte) error {
-	var cause error
-	for {
-		c.mu.Lock()
-		if c.closing {
-			c.mu.Unlock()
-			return ErrClosed
-		}
-		conn := c.conn
-		if conn == nil {
-			defer c.mu.Unlock()
-			switch {
-			case c.opts.QueueSize < 0:
-				if cause != nil {
-					return fmt.Errorf("%w: %w", ErrDisconnected, cause)
-				}
-				return ErrDisconnected
-			case len(c.queue) >= c.opts.QueueSize:
-				return ErrQueueFull
-			}
-			c.queue = append(c.queue, append([]byte(nil), b...))
-			return nil
-		}
-		c.mu.Unlock()
-		if err := ctx.Err(); err != nil {
-			return err // before writing anything: the connection stays up
-		}
-		err := conn.WriteMessage(ctx, ws.TextMessage, b)
-		if err == nil {
-			return nil
-		}
-		// The connection is unusable (a failed write leaves a frame half written): drop it; the
-		// reader notices and the client reconnects.
-		conn.CloseNow()
-		c.mu.Lock()
-		if c.conn == conn {
-			c.conn = nil
-		}
-		c.mu.Unlock()
-		if ctx.Err() != nil {
-			return err
-		}
-		cause = err // queue it, or write it to a newer connection
-	}
-}
-
-// Queued returns the number of messages waiting for a connection.
-func (c *Client) Queued() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.queue)
-}
-
-// add registers fn for pattern and returns the function that removes it.
-func (c *Client) add(pattern string, once bool, fn func(Frame)) (off func()) {
-	c.hmu.Lock()
-	defer c.hmu.Unlock()
-	if c.hclosed {
-		return func() {}
-	}
-	h := &handler{pattern: pattern, once: once}
-	h.d = newDispatcher(func(f Frame) { callHandler(pattern, fn, f) }, c.opts.HandlerBacklog)
-	c.handlers = append(c.handlers, h)
-	return sync.OnceFunc(func() { c.remove(h) })
-}
-
-// callHandler runs one handler call; a panic is logged and the handler keeps receiving.
-func callHandler(pattern string, fn func(Frame), f Frame) {
-	defer func() {
-		if r := recover(); r != nil {
-			slog.Error("client: handler panicked", "pattern", pattern, "msg_type", f.Message.Type, "panic", r)
-		}
-	}()
-	fn(f)
-}
-
-// On calls h for every message of type typ ("*": every message), in the order received, on a
-// goroutine of its own; a panic in h is logged (slog.Default) and h keeps receiving. Frames that
-// are not OVOS messages reach only OnFrame handlers. off unregisters h: messages queued for it
-// and not yet started are discarded, a call already running finishes.
-func (c *Client) On(typ string, h func(message.Message)) (off func()) {
-	return c.add(typ, false, func(f Frame) { h(f.Message) })
-}
-
-// Once is On for the first matching message only.
-func (c *Client) Once(typ string, h func(message.Message)) (off func()) {
-	return c.add(typ, true, func(f Frame) { h(f.Message) })
-}
-
-// OnFrame calls h for every frame received, OVOS message or not (Frame.Err says which): text that
-// is not JSON, JSON that is not a message, encrypted messages, binary frames.
-func (c *Client) OnFrame(h func(Frame)) (off func()) {
-	return c.add("", false, h)
-}
-
-func (c *Client) remove(h *handler) {
-	c.hmu.Lock()
-	i := slices.Index(c.handlers, h)
-	if i >= 0 {
-		c.handlers = slices.Delete(c.handlers, i, i+1)
-	}
-	c.hmu.Unlock()
-	if i >= 0 {
-		h.d.stop()
-	}
-}
-
-func timeoutCtx(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
-	if timeout < 0 {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, timeout)
-}
-
-func (c *Client) addWaiter(typ string) (*waiter, error) {
-	w := &waiter{typ: typ, ch: make(chan message.Message, 1)}
-	c.hmu.Lock()
-	defer c.hmu.Unlock()
-	if c.hclosed {
-		return nil, ErrClosed
-	}
-	c.waiters = append(c.waiters, w)
-	return w, nil
-}
-
-func (c *Client) removeWaiter(w *waiter) {
-	c.hmu.Lock()
-	defer c.hmu.Unlock()
-	for i, x := range c.waiters {
-		if x == w {
-			c.waiters = slices.Delete(c.waiters, i, i+1)
-			return
-		}
-	}
-}
-
-func (c *Client) wait(ctx context.Context, w *waiter, timeout time.Duration) (message.Message, error) {
-	tctx, cancel := timeoutCtx(ctx, timeout)
-	defer cancel()
-	select {
-	case m := <-w.ch:
-		return m, nil
-	case <-c.done:
-		return message.Message{}, ErrClosed
-	case <-c.ctx.Done():
-		return message.Message{}, ErrClosed
-	case <-tctx.Done():
-		select {
-		case m := <-w.ch: // arrived at the last moment
-			return m, nil
-		default:
-		}
-		if ctx.Err() != nil {
-			return message.Message{}, ctx.Err()
-		}
-		if timeout == 0 {
-			timeout = DefaultTimeout
-		}
-		return message.Message{}, fmt.Errorf("%w after %v waiting for %q", ErrTimeout, timeout, w.typ)
-	}
-}
-
-// WaitFor returns the next message of type typ ("*": any message) received after the call. It
-// gives up after timeout (0: DefaultTimeout, 3 s; negative: no limit) with an error wrapping
-// ErrTimeout, or when ctx ends with ctx.Err().
-func (c *Client) WaitFor(ctx context.Context, typ string, timeout time.Duration) (message.Message, error) {
-	w, err := c.addWaiter(typ)
-	if err != nil {
-		return message.Message{}, err
-	}
-	defer c.removeWaiter(w)
-	return c.wait(ctx, w, timeout)
-}
-
-// WaitForResponse emits m and returns the first message of type replyType received after that
-// (default m.Type+".response"), like the Python client's wait_for_response, which matches on the
-// type only. timeout is as in WaitFor.
-func (c *Client) WaitForResponse(ctx context.Context, m message.Message, replyType string, timeout time.Duration) (message.Message, error) {
-	if replyType == "" {
-		replyType = m.Type + ".response"
-	}
-	w, err := c.addWaiter(replyType)
-	if err != nil {
-		return message.Message{}, err
-	}
-	defer c.removeWaiter(w)
-	if err := c.Emit(ctx, m); err != nil {
-		return message.Message{}, err
-	}
-	return c.wait(ctx, w, timeout)
 }
 
 // Close closes the connection (with a closing handshake), stops reconnecting and stops the
