@@ -27,6 +27,7 @@ type metrics struct {
 	closesVec   *prometheus.CounterVec
 	closesBy    map[string]prometheus.Counter
 	laggedVec   *prometheus.CounterVec
+	refusedBy   map[string]prometheus.Counter // connections refused with 401, by cause (access.go)
 }
 
 func newMetrics(s *Server) *metrics {
@@ -62,9 +63,10 @@ func newMetrics(s *Server) *metrics {
 		m.rejectedBy[r] = m.rejectedVec.WithLabelValues(r)
 	}
 	m.closesBy = map[string]prometheus.Counter{}
-	for _, r := range []string{reasonSlowConsumer, reasonOversize, reasonProtocolError, reasonOverloaded, reasonClientClose, reasonDisconnect, reasonWriteError, reasonShutdown} {
+	for _, r := range []string{reasonSlowConsumer, reasonOversize, reasonProtocolError, reasonOverloaded, reasonRateLimited, reasonClientClose, reasonDisconnect, reasonWriteError, reasonShutdown} {
 		m.closesBy[r] = m.closesVec.WithLabelValues(r)
 	}
+	m.refusedBy = registerAccessMetrics(m.reg, s)
 	m.reg.MustRegister(
 		// Counted by the log as it appends (hub.relayed), under its lock,
 		// instead of one more atomic add per message here.
@@ -121,6 +123,9 @@ func (m *metrics) closed(reason string) {
 	}
 	m.closesVec.WithLabelValues(reason).Inc()
 }
+
+// authRefused counts a connection refused with 401 for cause.
+func (m *metrics) authRefused(cause string) { m.refusedBy[cause].Inc() }
 
 func (m *metrics) followerLagged(name string) { m.laggedVec.WithLabelValues(name).Inc() }
 
