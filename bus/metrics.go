@@ -59,7 +59,7 @@ func newMetrics(s *Server) *metrics {
 		Help: "Followers (Server.Follow) cut for falling behind the queue bounds, by name."}, []string{"follower"})
 	m.reg.MustRegister(m.rejectedVec, m.closesVec, m.laggedVec)
 	m.rejectedBy = map[string]prometheus.Counter{}
-	for _, r := range []string{rejectMalformedCarrier, rejectPermission, rejectOrigin, rejectAuth, rejectHandshake, rejectShuttingDown, rejectMaxConnections} {
+	for _, r := range []string{rejectMalformedCarrier, rejectPermission, rejectOrigin, rejectAuth, rejectHandshake, rejectShuttingDown, rejectMaxConnections, rejectRateLimited} {
 		m.rejectedBy[r] = m.rejectedVec.WithLabelValues(r)
 	}
 	m.closesBy = map[string]prometheus.Counter{}

@@ -29,7 +29,9 @@ type Permissions struct {
 	// second's worth, and at least 1). A client that sends faster is
 	// closed with 1008 "message rate limit", counted in
 	// ovbus_closes_total{reason="rate_limited"}; the frame over the limit
-	// is not relayed. Zero Rate: no limit.
+	// is not relayed, and a connection from the same address under the same
+	// identity starts with the spent bucket (refused with 429 and
+	// Retry-After while it holds no token). Zero Rate: no limit.
 	Rate  float64
 	Burst int
 	// ReplyRouting keeps other clients' private frames from this client

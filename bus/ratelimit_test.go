@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -124,7 +125,7 @@ func TestRateLimitedFlood(t *testing.T) {
 // clients of its network rule; a client within its rate is never closed.
 func TestRateLimitFromASet(t *testing.T) {
 	s, url := testServer(t, Options{Auth: Auth{
-		Sets:     map[string]Permissions{"slow": {Rate: 1, Burst: 3}},
+		Sets:     map[string]Permissions{"slow": {Rate: 0.01, Burst: 3}}, // no token comes back during the test
 		Loopback: "slow",
 	}})
 	c := dial(t, url, nil)
@@ -141,5 +142,61 @@ func TestRateLimitFromASet(t *testing.T) {
 	}
 	if cs := s.RecentCloses(); len(cs) != 1 || cs[0].Session.Identity != "loopback" {
 		t.Errorf("recent closes: %+v", cs)
+	}
+}
+
+// TestRateLimitOutlivesTheConnection: a client closed for its rate that
+// connects again from the same address gets no new burst: it is refused
+// with 429 and Retry-After until its bucket holds a token, and then starts
+// from that token.
+func TestRateLimitOutlivesTheConnection(t *testing.T) {
+	// One message per 100 s: no token comes back during the test.
+	s, url := testServer(t, Options{Auth: Auth{
+		Sets:     map[string]Permissions{"slow": {Rate: 0.01, Burst: 2}},
+		Loopback: "slow",
+	}})
+	closedAfter := func(c *ws.Conn, n int) {
+		t.Helper()
+		for i := range n {
+			m := fmt.Appendf(nil, `{"i":%d}`, i)
+			send(t, c, ws.OpText, m)
+			expect(t, ws.OpText, m, c)
+		}
+		send(t, c, ws.OpText, []byte(`{"over":1}`))
+		_, _, err := c.ReadMessage(context.Background())
+		var ce *ws.CloseError
+		if !errors.As(err, &ce) || ce.Code != ws.StatusPolicyViolation {
+			t.Fatalf("after %d messages: %v, want 1008", n, err)
+		}
+	}
+	closedAfter(dial(t, url, nil), 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _, err := ws.Dial(ctx, url, nil)
+	var de *ws.DialError
+	if !errors.As(err, &de) || de.StatusCode != 429 || de.Header.Get("Retry-After") == "" {
+		t.Fatalf("reconnecting at once: %v, want 429 with Retry-After", err)
+	}
+	if wait, _ := strconv.Atoi(de.Header.Get("Retry-After")); wait < 90 || wait > 100 {
+		t.Errorf("Retry-After %q, want the 100 s a token takes", de.Header.Get("Retry-After"))
+	}
+	if got := counterValue(t, s, `ovbus_rejected_total{reason="rate_limited"}`); got != 1 {
+		t.Errorf("rate_limited refusals: %v", got)
+	}
+	// Once the bucket holds a token (100 s later, moved here by hand), the
+	// client gets in with that one token.
+	s.spent.mu.Lock()
+	for k, b := range s.spent.by {
+		b.last -= int64(100 * time.Second)
+		s.spent.by[k] = b
+	}
+	s.spent.mu.Unlock()
+	closedAfter(dial(t, url, nil), 1)
+	if got := counterValue(t, s, `ovbus_closes_total{reason="rate_limited"}`); got != 2 {
+		t.Errorf("rate_limited closes: %v", got)
+	}
+	// Another identity from the same address has a bucket of its own.
+	if b := s.spent.bucket("token:x 127.0.0.1", 0.01, 2, s.hub.now()); b.tokens != 2 {
+		t.Errorf("another identity's bucket holds %v tokens", b.tokens)
 	}
 }

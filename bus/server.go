@@ -47,6 +47,7 @@ const (
 	rejectHandshake        = "handshake"
 	rejectShuttingDown     = "shutting_down"
 	rejectMaxConnections   = "max_connections"
+	rejectRateLimited      = "rate_limited" // 429: reconnecting before its rate gave it a token
 )
 
 // MaxHeaderBytes bounds the request line and headers of an HTTP request to
@@ -74,9 +75,10 @@ type Server struct {
 	hub      *hub
 	m        *metrics
 	greeting *ws.PreparedMessage
-	inflight *ws.Budget // Options.MaxInflightBytes, shared by every connection
-	mem      memRelease // returning a burst's memory to the OS (memrelease.go)
-	router   router     // reply routing (routing.go)
+	inflight *ws.Budget   // Options.MaxInflightBytes, shared by every connection
+	mem      memRelease   // returning a burst's memory to the OS (memrelease.go)
+	router   router       // reply routing (routing.go)
+	spent    spentBuckets // rate limits outliving their connections (ratelimit.go)
 
 	fileLimit uint64       // the open-file limit at New, 0 when unknown
 	conns     atomic.Int64 // connections upgrading or upgraded (max_connections)
@@ -341,6 +343,10 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, routeTok string
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}
+	limit, ok := s.limitFor(w, acc, r.RemoteAddr)
+	if !ok {
+		return
+	}
 	maxSize := o.MaxMsgSize
 	if maxSize <= 0 {
 		maxSize = -1 // no limit
@@ -381,14 +387,12 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, routeTok string
 		conn:       conn,
 		perms:      acc.perms,
 		acc:        acc,
+		limit:      limit,
 		windowBits: -1,
 		remote:     r.RemoteAddr,
 		userAgent:  r.Header.Get("User-Agent"),
 		origin:     r.Header.Get("Origin"),
 		connected:  time.Now().UnixNano(),
-	}
-	if acc.rate > 0 {
-		c.limit = newBucket(acc.rate, acc.burst, s.hub.now())
 	}
 	// No wake channel: the hub starts the writer (c.wake).
 	c.f.h, c.f.idx, c.f.sleepIdx, c.f.owner, c.f.cuts = s.hub, -1, -1, c, true
