@@ -16,17 +16,23 @@ import (
 // BenchmarkRoundTripUnderFlood: a healthy client on loopback sends a
 // message and waits for it to come back (every client receives every
 // frame), while another client floods the bus as fast as it can write:
-// with no limit (it is on loopback, which may do everything), with a
-// message rate of 100 a second (a token that limits it; closed at its
-// limit, it connects again at once, refused with 429 until its bucket
-// holds a token, and floods on), or no flood at all. The flooder runs in
-// this process: its own CPU is part of what the healthy client competes
-// with.
-// Each op is one round trip; p50-ns and p99-ns are the round trips'
-// percentiles, floods/op the flood's frames the healthy client received
-// per round trip (all of which it had to read first).
+//
+//   - quiet: no flood;
+//   - flood-unlimited: on loopback, which may do everything;
+//   - flood-rate-100: with a token whose rate is 100 messages a second:
+//     closed at its limit, it connects again a second later (a retrying
+//     client: the stock OVOS client waits 5 s, and only after an error),
+//     refused with 429 until its bucket holds a token, and floods on;
+//   - flood-rate-100-at-once: the same, connecting again at once: a
+//     connection flood, which no message rate stops;
+//   - connect-401: a connection flood alone, each with a wrong token.
+//
+// The flooder runs in this process: its own CPU is part of what the
+// healthy client competes with. Each op is one round trip; p50-ns and
+// p99-ns are the round trips' percentiles, floods/op the flood's frames the
+// healthy client received per round trip (all of which it read first).
 func BenchmarkRoundTripUnderFlood(b *testing.B) {
-	for _, mode := range []string{"quiet", "flood-unlimited", "flood-rate-100"} {
+	for _, mode := range []string{"quiet", "flood-unlimited", "flood-rate-100", "flood-rate-100-at-once", "connect-401"} {
 		b.Run(mode, func(b *testing.B) { benchRoundTripUnderFlood(b, mode) })
 	}
 }
@@ -41,18 +47,28 @@ func benchRoundTripUnderFlood(b *testing.B, mode string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
-	switch mode {
-	case "flood-unlimited":
-		wg.Add(1)
-		go func() { defer wg.Done(); flood(ctx, url) }()
-	case "flood-rate-100":
+	again := func(url string, pause time.Duration) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				flood(ctx, url+"/"+token)
+				flood(ctx, url)
+				select {
+				case <-time.After(pause):
+				case <-ctx.Done():
+				}
 			}
 		}()
+	}
+	switch mode {
+	case "flood-unlimited":
+		again(url, 0)
+	case "flood-rate-100":
+		again(url+"/"+token, time.Second)
+	case "flood-rate-100-at-once":
+		again(url+"/"+token, 0)
+	case "connect-401":
+		again(url+"/wrong-"+token, 0)
 	}
 	time.Sleep(100 * time.Millisecond) // the flood under way
 
