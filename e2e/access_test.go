@@ -160,13 +160,14 @@ func TestAccessWithTheStockClient(t *testing.T) {
 	sb := newSandbox(t)
 	maddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	sb.env["OVOS_BUS_METRICS_ADDRESS"] = maddr
-	port := sb.usePort()
+	sb.usePort()
 	sb.write(sb.systemFile, `{"websocket": {"auth": {
   "permissions": {"satellite": {"emit": ["ovos.session.sync", "recognizer_loop:utterance", "e2e.flood"],
                                 "rate": 20, "burst": 20}},
   "networks": {"127.0.0.2": "refuse"},
   "tokens": {"`+secret+`": {"name": "kitchen", "permissions": "satellite"}}}}}`)
 	b := sb.start()
+	port := b.port // start moves to another port when the one chosen was taken meanwhile
 
 	local := startOvosClient(t, "loopback client", clientConf(port, "/core"), "")
 	local.wait("OPEN 1", recvTimeout, nil)
@@ -249,12 +250,12 @@ func TestDefaultRefusesOtherMachines(t *testing.T) {
 	t.Parallel()
 	addr := nonLoopbackAddr(t)
 	sb := newSandbox(t)
-	port := sb.usePort()
+	sb.usePort()
 	sb.env["OVOS_BUS_HOST"] = "0.0.0.0"
 	if addr.To4() == nil {
 		sb.env["OVOS_BUS_HOST"] = "::"
 	}
-	sb.start()
+	port := sb.start().port // start moves to another port when the one chosen was taken meanwhile
 
 	local := startOvosClient(t, "loopback client", clientConf(port, "/core"), "")
 	local.wait("OPEN 1", recvTimeout, nil)
