@@ -38,6 +38,15 @@ func TestAuthSection(t *testing.T) {
 	if strings.Contains(out.String(), "0123456789abcdef") || !strings.Contains(out.String(), `"192.168.1.0/24":"satellite"`) || !strings.Contains(out.String(), `"loopback":"all"`) {
 		t.Errorf("Print:\n%s", out.String())
 	}
+	// An empty list (no type) is not an absent one (every type).
+	c.Bus.Auth.Sets["guest"] = bus.Permissions{Emit: []string{}}
+	out.Reset()
+	if err := c.Print(&out, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `"guest":{"emit":[]}`) {
+		t.Errorf("Print:\n%s", out.String())
+	}
 	// Clone keeps every field and shares no list.
 	n := c.Clone()
 	n.Bus.Auth.Sets["satellite"].Emit[0] = "changed"

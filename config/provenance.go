@@ -63,16 +63,22 @@ func Keys() []string {
 // their first characters.
 func redacted(a bus.Auth) any {
 	type perms struct {
-		Name         string   `json:"name,omitempty"`
-		Set          string   `json:"permissions,omitempty"`
-		Emit         []string `json:"emit,omitempty"`
-		Receive      []string `json:"receive,omitempty"`
-		Rate         float64  `json:"rate,omitempty"`
-		Burst        int      `json:"burst,omitempty"`
-		ReplyRouting bool     `json:"reply_routing,omitempty"`
+		Name         string  `json:"name,omitempty"`
+		Set          string  `json:"permissions,omitempty"`
+		Emit         any     `json:"emit,omitempty"` // absent (every type) apart from [] (none)
+		Receive      any     `json:"receive,omitempty"`
+		Rate         float64 `json:"rate,omitempty"`
+		Burst        int     `json:"burst,omitempty"`
+		ReplyRouting bool    `json:"reply_routing,omitempty"`
+	}
+	list := func(l []string) any {
+		if l == nil {
+			return nil
+		}
+		return l
 	}
 	show := func(p bus.Permissions) perms {
-		return perms{p.Name, p.Set, p.Emit, p.Receive, p.Rate, p.Burst, p.ReplyRouting}
+		return perms{p.Name, p.Set, list(p.Emit), list(p.Receive), p.Rate, p.Burst, p.ReplyRouting}
 	}
 	tokens := map[string]perms{}
 	for i, tok := range slices.Sorted(maps.Keys(a.Tokens)) {
