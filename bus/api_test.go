@@ -263,16 +263,17 @@ func TestAuthorizeAndEmitAs(t *testing.T) {
 		"admin": {Name: "admin"},
 		"gui":   {Name: "gui", Emit: []string{"gui.*"}},
 	}}})
-	if _, ok := s.Authorize(""); ok {
+	const local = "127.0.0.1:50000"
+	if _, ok := s.Authorize("", local); ok {
 		t.Error("no token accepted though required")
 	}
-	if _, ok := s.Authorize("wrong"); ok {
+	if _, ok := s.Authorize("wrong", local); ok {
 		t.Error("unknown token accepted")
 	}
-	if p, ok := s.Authorize("admin"); !ok || p != nil {
+	if p, ok := s.Authorize("admin", local); !ok || p != nil {
 		t.Errorf("admin: %v %v, want nil permissions", p, ok)
 	}
-	p, ok := s.Authorize("gui")
+	p, ok := s.Authorize("gui", local)
 	if !ok || p == nil || p.Name != "gui" {
 		t.Fatalf("gui: %v %v", p, ok)
 	}
@@ -289,9 +290,16 @@ func TestAuthorizeAndEmitAs(t *testing.T) {
 		t.Error("EmitAs accepted a close opcode")
 	}
 
+	// Without tokens: loopback has everything, other addresses nothing, and
+	// a token the bus does not know is refused from anywhere.
 	open, _ := testServer(t, Options{})
-	if p, ok := open.Authorize("anything"); !ok || p != nil {
-		t.Errorf("no auth: %v %v", p, ok)
+	for _, c := range []struct {
+		token, remote string
+		ok            bool
+	}{{"", local, true}, {"", "[::1]:1", true}, {"", "[::ffff:127.0.0.1]:1", true}, {"", "192.0.2.7:1", false}, {"anything", local, false}} {
+		if p, ok := open.Authorize(c.token, c.remote); ok != c.ok || p != nil {
+			t.Errorf("Authorize(%q, %q) = %v %v, want %v", c.token, c.remote, p, ok, c.ok)
+		}
 	}
 }
 

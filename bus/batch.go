@@ -35,14 +35,14 @@ var writeBatches = sync.Pool{New: func() any {
 }}
 
 // runs reports whether c takes every frame of the log as it is: no
-// receive rule, no deflate.
+// receive rule, no deflate, no reply routing.
 func (c *session) runs() bool {
-	return c.windowBits < 0 && (c.perms == nil || c.perms.Receive == nil)
+	return c.windowBits < 0 && (c.perms == nil || c.perms.Receive == nil) && !c.routed()
 }
 
 // takeBatch takes what the log holds at c's cursor into wb, keeping the
 // frames c receives (docs/protocol.md §3: receive rule, notices for one
-// client). When the log holds nothing there it leaves wb empty, puts c's
+// client, reply routing). When the log holds nothing there it leaves wb empty, puts c's
 // follower to sleep in the hub (the next publish starts a writer: wake)
 // and reports asleep; it fails as follower.next does.
 func (c *session) takeBatch(wb *writeBatch) (asleep bool, err error) {
@@ -71,6 +71,8 @@ func (c *session) selectBatch(wb *writeBatch) {
 			}
 		} else if c.perms != nil && c.perms.Receive != nil && !c.perms.CanReceive(e.mtype) {
 			continue
+		} else if e.route != nil && c.routed() && !e.route.delivers(c.id) {
+			continue // another routed client's private frame
 		}
 		if c.windowBits >= 0 {
 			c.s.hub.countCompressed(e, int(c.windowBits))

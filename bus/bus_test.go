@@ -401,7 +401,7 @@ func TestHealthAnd404(t *testing.T) {
 		path   string
 		status int
 		body   string
-	}{{"/health", 200, "ok"}, {"/nope", 404, ""}, {"/core/x", 404, ""}} {
+	}{{"/health", 200, "ok"}, {"/nope", 404, ""}, {"/core/x", 404, ""}} { // a bus without tokens has no token paths
 		resp, err := http.Get(base + tc.path)
 		if err != nil {
 			t.Fatal(err)

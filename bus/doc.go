@@ -20,6 +20,20 @@
 // nobody else waits for it or loses a message, and the log never holds more
 // than the bounds.
 //
+// # Access
+//
+// Who may connect, and what each client may do, is Options.Auth
+// (access.go): a client that shows a token gets the token's Permissions; one
+// that shows none gets those of where it connects from: loopback and Unix
+// sockets everything by default, a network of Auth.Networks its named
+// permission set, any other address refused by default (HTTP 401). So a
+// single-device install works unchanged and a bus bound to a LAN address
+// refuses the LAN until told otherwise. Permissions bound the message types
+// a client may emit and receive, its message rate (a token bucket: a client
+// over it is closed with 1008), and may route replies to it alone
+// (routing.go). SessionInfo.Identity and the metric ovbus_clients name the
+// rule that let each client in, never its token.
+//
 // # Embedding
 //
 // A Go program can run the bus in-process:

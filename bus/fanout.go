@@ -93,6 +93,9 @@ type entry struct {
 	// own frame, see tell), 0 for everyone. Followers and in-process
 	// handlers skip such entries.
 	to uint64
+	// route, when set, keeps a private frame from the routed clients it is
+	// not for (routing.go); everyone else receives it.
+	route *route
 }
 
 // segment holds the plain frames of consecutive entries back to back: the
@@ -377,7 +380,7 @@ func (h *hub) growRing(r *ring) *ring {
 }
 
 // publishFrame encodes a data frame of type op (copying payload) and
-// appends it to the log as an entry with meta's born, mtype, origin and to
+// appends it to the log as an entry with meta's born, mtype, origin, to and route
 // (meta itself is not kept). A small frame is encoded into the shared
 // segment, its entry carved from the slab, under the lock (segments and
 // slabs are allocated outside it); a large one beforehand into a buffer of
@@ -389,7 +392,7 @@ func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOption
 		c := h.segCap
 		if !op.IsData() || c == 0 || n > c/4 {
 			h.mu.Unlock()
-			e := &entry{born: meta.born, mtype: meta.mtype, origin: meta.origin, to: meta.to}
+			e := &entry{born: meta.born, mtype: meta.mtype, origin: meta.origin, to: meta.to, route: meta.route}
 			buf, err := ws.AppendPreparedMessageTo(&e.msg, nil, op, payload, co)
 			if err != nil {
 				return err
@@ -442,7 +445,7 @@ func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOption
 		return err
 	}
 	h.slab = h.slab[1:]
-	e.born, e.mtype, e.origin, e.to = meta.born, meta.mtype, meta.origin, meta.to
+	e.born, e.mtype, e.origin, e.to, e.route = meta.born, meta.mtype, meta.origin, meta.to, meta.route
 	e.pm, e.size, e.seg, e.off = &e.msg, int64(n), g, h.segUsed
 	h.segUsed += n
 	h.segFrames += int64(n)

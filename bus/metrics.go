@@ -28,6 +28,7 @@ type metrics struct {
 	closesVec   *prometheus.CounterVec
 	closesBy    map[string]prometheus.Counter
 	laggedVec   *prometheus.CounterVec
+	refusedBy   map[string]prometheus.Counter // connections refused with 401, by cause (access.go)
 }
 
 func newMetrics(s *Server) *metrics {
@@ -59,14 +60,15 @@ func newMetrics(s *Server) *metrics {
 		Help: "Followers (Server.Follow) cut for falling behind the queue bounds, by name."}, []string{"follower"})
 	m.reg.MustRegister(m.rejectedVec, m.closesVec, m.laggedVec)
 	m.rejectedBy = map[string]prometheus.Counter{}
-	for _, r := range []string{rejectMalformedCarrier, rejectPermission, rejectOrigin, rejectAuth, rejectHandshake, rejectShuttingDown, rejectMaxConnections,
+	for _, r := range []string{rejectMalformedCarrier, rejectPermission, rejectOrigin, rejectAuth, rejectHandshake, rejectShuttingDown, rejectMaxConnections, rejectRateLimited,
 		rejectTLSTimeout, rejectTLSAborted, rejectTLSNotTLS, rejectTLSError} {
 		m.rejectedBy[r] = m.rejectedVec.WithLabelValues(r)
 	}
 	m.closesBy = map[string]prometheus.Counter{}
-	for _, r := range []string{reasonSlowConsumer, reasonOversize, reasonProtocolError, reasonOverloaded, reasonClientClose, reasonDisconnect, reasonWriteError, reasonShutdown} {
+	for _, r := range []string{reasonSlowConsumer, reasonOversize, reasonProtocolError, reasonOverloaded, reasonRateLimited, reasonClientClose, reasonDisconnect, reasonWriteError, reasonShutdown} {
 		m.closesBy[r] = m.closesVec.WithLabelValues(r)
 	}
+	m.refusedBy = registerAccessMetrics(m.reg, s)
 	m.reg.MustRegister(
 		// Counted by the log as it appends (hub.relayed), under its lock,
 		// instead of one more atomic add per message here.
@@ -129,6 +131,9 @@ func (m *metrics) closed(reason string) {
 	}
 	m.closesVec.WithLabelValues(reason).Inc()
 }
+
+// authRefused counts a connection refused with 401 for cause.
+func (m *metrics) authRefused(cause string) { m.refusedBy[cause].Inc() }
 
 func (m *metrics) followerLagged(name string) { m.laggedVec.WithLabelValues(name).Inc() }
 

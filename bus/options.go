@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -85,7 +84,8 @@ func DefaultInflightBytes(maxMsgSize int64) int64 {
 }
 
 // Options configures a Server. The zero value is a drop-in ovos-messagebus:
-// ws://127.0.0.1:8181/core, every origin, no authentication. The serve
+// ws://127.0.0.1:8181/core, every origin, every client on loopback trusted
+// with everything (and any other refused: see Auth). The serve
 // command fills it from the merged OVOS configuration (package config);
 // embedders fill what they need. New clones it, so the caller may reuse it.
 //
@@ -194,9 +194,9 @@ type Options struct {
 	// always accepted. Apply changes it for new connections.
 	AllowedOrigins []string `ovbus:"allowed_origins,live"`
 
-	// Auth restricts who may connect and what they may send and receive.
-	// The zero value allows everything. Apply changes it for new
-	// connections.
+	// Auth says who may connect and what they may send and receive (see
+	// Auth). The zero value trusts loopback with everything and refuses
+	// other addresses. Apply changes it for new connections.
 	Auth Auth `ovbus:"auth,live"`
 
 	// Sequencer, when set, orders the frames that passed the rules (see Sequencer); fixed at New.
@@ -207,22 +207,6 @@ type Options struct {
 	// through its handler).
 	Logger *slog.Logger `ovbus:"-"`
 }
-
-// Auth is the optional access control of the bus.
-type Auth struct {
-	// Required rejects clients that present no token.
-	Required bool
-	// Tokens maps a secret token (sent as ?token=... or Authorization:
-	// Bearer ...) to what its holder may do. An unknown token is rejected.
-	// A frame whose type the holder may not emit is not relayed; the
-	// sender alone gets {"type": "ovos.bus.error", "data": {"error": "not
-	// allowed", "msg_type": TYPE}, "context": {}} in its place in the log
-	// (NotAllowedType), and its connection stays open.
-	Tokens map[string]Permissions
-}
-
-// Enabled reports whether any client can be restricted.
-func (a Auth) Enabled() bool { return a.Required || len(a.Tokens) > 0 }
 
 // Defaults returns the options a zero Options stands for: every field at
 // its default, except Addr (Host:Port) and Logger, which New derives.
@@ -280,12 +264,12 @@ func (o Options) withDefaults() Options {
 	} else {
 		o.AllowedOrigins = slices.Clone(o.AllowedOrigins)
 	}
-	if o.Auth.Tokens != nil {
-		toks := make(map[string]Permissions, len(o.Auth.Tokens))
-		for k, p := range o.Auth.Tokens {
-			toks[k] = Permissions{Name: p.Name, Emit: slices.Clone(p.Emit), Receive: slices.Clone(p.Receive)}
-		}
-		o.Auth.Tokens = toks
+	o.Auth = o.Auth.Clone()
+	if o.Auth.Loopback == "" {
+		o.Auth.Loopback = DefaultLoopback
+	}
+	if o.Auth.Anyone == "" {
+		o.Auth.Anyone = DefaultAnyone
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default().With("logger", "bus")
@@ -299,6 +283,10 @@ func (o Options) withDefaults() Options {
 type OptionError struct {
 	Option string // "port", "max_queue_bytes", "auth"
 	Msg    string // what is wrong and what was expected
+	// Path, when set, leads to the fault below Option, as the
+	// configuration's keys: ["networks", "10.0.0.0/8"]. Under "tokens" it
+	// holds the token itself: never print it (Msg names the token safely).
+	Path []string
 }
 
 func (e *OptionError) Error() string { return e.Option + ": " + e.Msg }
@@ -315,7 +303,7 @@ func (o Options) Validate() error {
 func (o *Options) validate() error {
 	var errs []error
 	bad := func(option, format string, args ...any) {
-		errs = append(errs, &OptionError{option, fmt.Sprintf(format, args...)})
+		errs = append(errs, &OptionError{Option: option, Msg: fmt.Sprintf(format, args...)})
 	}
 	if strings.ContainsAny(o.Host, " /") {
 		bad("host", "expected a host name or IP address, got %q", o.Host)
@@ -380,19 +368,11 @@ func (o *Options) validate() error {
 			bad("allowed_origins", "entry %d is empty", i)
 		}
 	}
-	if o.Auth.Required && len(o.Auth.Tokens) == 0 {
-		bad("auth", "required is true but no tokens are configured: no client could connect")
-	}
-	for _, tok := range slices.Sorted(maps.Keys(o.Auth.Tokens)) {
-		p := o.Auth.Tokens[tok]
-		if strings.TrimSpace(tok) == "" {
-			bad("auth", "tokens: a token must not be empty")
-		}
-		for _, pat := range slices.Concat(p.Emit, p.Receive) {
-			if pat == "" {
-				bad("auth", "tokens: %s: a permission pattern must not be empty", p.Label(tok))
-			}
-		}
+	o.Auth.validate(func(path []string, format string, args ...any) {
+		errs = append(errs, &OptionError{"auth", fmt.Sprintf(format, args...), path})
+	})
+	if o.Sequencer != nil && o.Auth.RoutesReplies() {
+		bad("auth", ReplyRoutingClusterMsg)
 	}
 	return errors.Join(errs...)
 }

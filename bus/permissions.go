@@ -1,21 +1,51 @@
 package bus
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
 
-// Permissions says which message types a token holder may send and receive.
-// A nil list (key absent) allows every type; an empty list allows none.
+// Permissions says what a client may do: the message types it may send
+// and receive, how fast it may send, and whether replies are routed to it
+// alone. They are a token's (Auth.Tokens) or a named set's (Auth.Sets). A
+// nil list (key absent) allows every type; an empty list allows none.
 // Patterns are matched by MatchType; a frame without a type (an encrypted
 // frame) is matched as "".
 type Permissions struct {
-	// Name labels the token in logs and metrics instead of the secret.
+	// Name labels a token in logs, the monitor and metrics instead of the
+	// secret (its identity is "token:NAME"); reply routing knows the
+	// client by it. Unused in a set.
 	Name string
+	// Set, in a token, names the entry of Auth.Sets whose permissions the
+	// token has; the fields below then stay empty.
+	Set string
 	// Emit lists the types the client may send; other frames are dropped.
 	Emit []string
 	// Receive lists the types delivered to the client.
 	Receive []string
+	// Rate limits the messages the client may send to Rate a second on
+	// average, Burst of them at once (a token bucket; 0: at most one
+	// second's worth, and at least 1). A client that sends faster is
+	// closed with 1008 "message rate limit", counted in
+	// ovbus_closes_total{reason="rate_limited"}; the frame over the limit
+	// is not relayed, and a connection from the same address under the same
+	// identity starts with the spent bucket (refused with 429 and
+	// Retry-After while it holds no token). Zero Rate: no limit.
+	Rate  float64
+	Burst int
+	// ReplyRouting keeps other clients' private frames from this client
+	// (see docs/protocol.md §3, "Reply routing"): it receives the frames
+	// for everyone, its own, and the private frames meant for it: those
+	// whose context.destination names it (Name) or that carry a session it
+	// emitted first.
+	ReplyRouting bool
+}
+
+// Clone returns a copy of p that shares no list with it.
+func (p Permissions) Clone() Permissions {
+	p.Emit, p.Receive = slices.Clone(p.Emit), slices.Clone(p.Receive)
+	return p
 }
 
 // CanEmit reports whether msgType may be sent under p.

@@ -54,7 +54,7 @@ func (s *Server) relay(c *session, perms *Permissions, op ws.Opcode, b []byte) e
 		mtype, typed = messageType(b), true
 		if !perms.CanEmit(mtype) {
 			s.m.rejected(rejectPermission)
-			s.log.Warn("Dropped message: not allowed to emit", "remote", remoteOf(c), "token", perms.Name, "msg_type", mtype)
+			s.log.Warn("Dropped message: not allowed to emit", "remote", remoteOf(c), "identity", identityOf(c, perms), "msg_type", mtype)
 			if c != nil {
 				s.tell(c, notAllowedMessage(mtype))
 			}
@@ -75,7 +75,11 @@ func (s *Server) relay(c *session, perms *Permissions, op ws.Opcode, b []byte) e
 	if live.needTypes && !typed && s.opts.Sequencer == nil {
 		mtype = messageType(b)
 	}
-	s.accept(op, b, mtype)
+	var rt *route
+	if op == ws.OpText && (live.access.routing || s.router.active.Load() > 0) {
+		rt = s.router.routeOf(live.access, c, b) // never with a Sequencer (Options.validate)
+	}
+	s.accept(op, b, mtype, rt)
 	return nil
 }
 
@@ -109,6 +113,15 @@ func remoteOf(c *session) string {
 	return c.remote
 }
 
+// identityOf names the sender of a frame in the log: its identity
+// (SessionInfo.Identity), or the permissions' name in-process.
+func identityOf(c *session, p *Permissions) string {
+	if c == nil || c.acc == nil {
+		return p.Name
+	}
+	return c.acc.identity
+}
+
 // rejectCarrier drops a frame with a malformed session carrier and tells
 // every client, the sender included (docs/protocol.md §3). The connection
 // stays open.
@@ -119,22 +132,22 @@ func (s *Server) rejectCarrier(c *session, r rejection) {
 	if s.live.Load().needTypes {
 		mtype = "ovos.session.rejected"
 	}
-	s.accept(ws.OpText, rejectedMessage(r), mtype)
+	s.accept(ws.OpText, rejectedMessage(r), mtype, nil)
 }
 
 // accept hands a frame that passed the rules to the Sequencer, or appends
-// it to the log.
-func (s *Server) accept(op ws.Opcode, b []byte, mtype string) {
+// it to the log, private to rt's clients when rt is set (routing.go).
+func (s *Server) accept(op ws.Opcode, b []byte, mtype string, rt *route) {
 	if q := s.opts.Sequencer; q != nil {
 		q.Sequence(op, bytes.Clone(b))
 		return
 	}
-	s.publish(op, b, mtype, "")
+	s.publish(op, b, mtype, "", rt)
 }
 
 // publish encodes the frame once (copying it) and appends it to the log.
-func (s *Server) publish(op ws.Opcode, b []byte, mtype, origin string) {
-	if err := s.hub.publishFrame(op, b, s.opts.Compression, &entry{born: s.hub.now(), mtype: mtype, origin: origin}); err != nil {
+func (s *Server) publish(op ws.Opcode, b []byte, mtype, origin string, rt *route) {
+	if err := s.hub.publishFrame(op, b, s.opts.Compression, &entry{born: s.hub.now(), mtype: mtype, origin: origin, route: rt}); err != nil {
 		s.log.Error("Cannot encode message", "error", err)
 	}
 }
@@ -154,7 +167,7 @@ func (s *Server) Publish(op ws.Opcode, payload []byte, origin string) error {
 	if s.live.Load().needTypes {
 		mtype = messageType(payload)
 	}
-	s.publish(op, payload, mtype, origin)
+	s.publish(op, payload, mtype, origin, nil)
 	return nil
 }
 

@@ -132,19 +132,16 @@ func keepRestart(o *Options, running *Options) {
 // liveOptions are the options in force; Apply replaces them.
 type liveOptions struct {
 	opts Options
-	// needTypes: some client has receive permissions, so every published
-	// entry carries its message type.
+	// access is opts.Auth compiled: the grants new connections get.
+	access *access
+	// needTypes: some client may have receive permissions, so every
+	// published entry carries its message type.
 	needTypes bool
 }
 
 func newLive(o Options) *liveOptions {
-	l := &liveOptions{opts: o}
-	for _, p := range o.Auth.Tokens {
-		if p.Receive != nil {
-			l.needTypes = true
-		}
-	}
-	return l
+	ac := compileAccess(&o.Auth)
+	return &liveOptions{opts: o, access: ac, needTypes: ac.receiveRules}
 }
 
 // Apply changes the options in force to opts, as far as a running server

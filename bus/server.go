@@ -2,7 +2,6 @@ package bus
 
 import (
 	"context"
-	"crypto/subtle"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -32,7 +31,8 @@ const (
 	reasonSlowConsumer  = "slow_consumer"
 	reasonOversize      = "oversize"
 	reasonProtocolError = "protocol_error"
-	reasonOverloaded    = "overloaded" // max_inflight_bytes refused a message: 1013
+	reasonOverloaded    = "overloaded"   // max_inflight_bytes refused a message: 1013
+	reasonRateLimited   = "rate_limited" // over its permissions' message rate: 1008
 	reasonClientClose   = "client_close"
 	reasonDisconnect    = "disconnect"
 	reasonWriteError    = "write_error"
@@ -48,6 +48,7 @@ const (
 	rejectHandshake        = "handshake"
 	rejectShuttingDown     = "shutting_down"
 	rejectMaxConnections   = "max_connections"
+	rejectRateLimited      = "rate_limited" // 429: reconnecting before its rate gave it a token
 	// TLS handshakes that failed (wss://), by cause (httpErrorLog).
 	rejectTLSTimeout = "tls_timeout" // not finished within handshake_timeout
 	rejectTLSAborted = "tls_aborted" // the client closed or reset the connection mid-handshake
@@ -80,8 +81,10 @@ type Server struct {
 	hub      *hub
 	m        *metrics
 	greeting *ws.PreparedMessage
-	inflight *ws.Budget // Options.MaxInflightBytes, shared by every connection
-	mem      memRelease // returning a burst's memory to the OS (memrelease.go)
+	inflight *ws.Budget   // Options.MaxInflightBytes, shared by every connection
+	mem      memRelease   // returning a burst's memory to the OS (memrelease.go)
+	router   router       // reply routing (routing.go)
+	spent    spentBuckets // rate limits outliving their connections (ratelimit.go)
 
 	fileLimit uint64       // the open-file limit at New, 0 when unknown
 	conns     atomic.Int64 // connections upgrading or upgraded (max_connections)
@@ -252,15 +255,20 @@ func (s *Server) MetricsAddr() net.Addr {
 	return s.metricsLn.Addr()
 }
 
-// ServeHTTP upgrades requests for the route, answers /health and refuses
-// the rest with 404.
+// ServeHTTP upgrades requests for the route (and, when the bus has tokens,
+// for the route, "/", a token: see Auth.Tokens), answers /health and
+// refuses the rest with 404.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == s.opts.Route {
-		s.serveWS(w, r)
+		s.serveWS(w, r, "", false)
 		return
 	}
 	if r.URL.Path == "/health" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		s.serveHealth(w)
+		return
+	}
+	if tok, ok := strings.CutPrefix(r.URL.Path, strings.TrimSuffix(s.opts.Route, "/")+"/"); ok && len(s.live.Load().access.tokens) > 0 {
+		s.serveWS(w, r, tok, true)
 		return
 	}
 	http.NotFound(w, r)
@@ -310,7 +318,9 @@ func (s *Server) serveHealth(w http.ResponseWriter) {
 	w.Write([]byte("ok" + lines.String()))
 }
 
-func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+// serveWS upgrades a request for the route; routeTok is the token in its
+// path, when viaRoute.
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, routeTok string, viaRoute bool) {
 	if s.closing.Load() {
 		s.m.rejected(rejectShuttingDown)
 		http.Error(w, "shutting down", http.StatusServiceUnavailable)
@@ -333,12 +343,14 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "too many connections", http.StatusServiceUnavailable)
 		return
 	}
-	perms, tokenName, ok := authorize(&o.Auth, requestToken(r))
-	if !ok {
-		s.m.rejected(rejectAuth)
-		s.log.Warn("Refused connection: missing or unknown token", "remote", r.RemoteAddr)
+	acc := s.admit(live.access, r, routeTok, viaRoute)
+	if acc == nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="ovbus"`)
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	limit, ok := s.limitFor(w, acc, r.RemoteAddr)
+	if !ok {
 		return
 	}
 	maxSize := o.MaxMsgSize
@@ -379,12 +391,13 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	c := &session{
 		s:          s,
 		conn:       conn,
-		perms:      perms,
+		perms:      acc.perms,
+		acc:        acc,
+		limit:      limit,
 		windowBits: -1,
 		remote:     r.RemoteAddr,
 		userAgent:  r.Header.Get("User-Agent"),
 		origin:     r.Header.Get("Origin"),
-		token:      tokenName,
 		connected:  time.Now().UnixNano(),
 	}
 	// No wake channel: the hub starts the writer (c.wake).
@@ -453,50 +466,37 @@ func setSendBuffer(nc net.Conn, n int64) {
 	}
 }
 
-// requestToken returns the token a request presents, as ?token=... or
-// Authorization: Bearer ..., or "".
-func requestToken(r *http.Request) string {
-	if tok := r.URL.Query().Get("token"); tok != "" {
-		return tok
-	}
-	h := r.Header.Get("Authorization")
-	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
-		return strings.TrimSpace(h[7:])
-	}
-	return ""
-}
-
-// Authorize answers for a token as the upgrade would: ok false means a
-// client presenting it is refused; p nil means everything is allowed. An
-// empty token is a client that presents none.
-func (s *Server) Authorize(token string) (p *Permissions, ok bool) {
-	p, _, ok = authorize(&s.live.Load().opts.Auth, token)
-	return p, ok
-}
-
-// authorize finds the permissions of tok (and the token's name). ok is
-// false when its holder must be refused. nil permissions allow everything.
-func authorize(a *Auth, tok string) (perms *Permissions, name string, ok bool) {
-	if !a.Enabled() {
-		return nil, "", true
-	}
-	if tok == "" {
-		return nil, "", !a.Required
-	}
-	var found *Permissions
-	for k, p := range a.Tokens { // constant time per token: no early exit
-		if subtle.ConstantTimeCompare([]byte(k), []byte(tok)) == 1 {
-			p := p
-			found = &p
+// admit finds what the client of an upgrade request may do under ac, or
+// refuses it: then it counts and logs why (never the token) and returns
+// nil.
+func (s *Server) admit(ac *access, r *http.Request, routeTok string, viaRoute bool) *grant {
+	tok, shown, cause := requestToken(r, routeTok, viaRoute)
+	if cause == "" {
+		addr, unix := clientAddr(r)
+		var g *grant
+		if g, cause = ac.resolve(tok, shown, addr, unix); g != nil {
+			return g
 		}
 	}
-	if found == nil {
-		return nil, "", false
+	s.m.rejected(rejectAuth)
+	s.m.authRefused(cause)
+	s.log.Warn("Refused connection: unauthorized", "remote", r.RemoteAddr, "cause", cause)
+	return nil
+}
+
+// Authorize answers for a client showing token ("" for none) from remote
+// (an http.Request's RemoteAddr) as the upgrade would: ok false means it
+// is refused; p nil means everything is allowed.
+func (s *Server) Authorize(token, remote string) (p *Permissions, ok bool) {
+	if len(token) > MaxTokenBytes {
+		return nil, false
 	}
-	if found.Emit == nil && found.Receive == nil {
-		return nil, found.Name, true
+	addr, _ := clientAddr(&http.Request{RemoteAddr: remote})
+	g, _ := s.live.Load().access.resolve(token, token != "", addr, false)
+	if g == nil {
+		return nil, false
 	}
-	return found, found.Name, true
+	return g.perms, true
 }
 
 func (s *Server) addSession(c *session) bool {
@@ -511,6 +511,7 @@ func (s *Server) addSession(c *session) bool {
 	s.sessions = append(s.sessions, c)
 	s.wg.Add(2) // the session's reader and writer
 	s.hub.join(&c.f)
+	s.router.join(c)
 	c.wrote(c.f.cursor.Load(), c.f.fetched.Load())
 	s.m.connected()
 	return true
@@ -538,6 +539,7 @@ func (s *Server) removeSession(c *session, ci CloseInfo) {
 	s.mu.Unlock()
 	if ok {
 		s.m.disconnected()
+		s.router.leave(c)
 	}
 }
 

@@ -76,6 +76,8 @@ type session struct {
 	s     *Server
 	conn  *ws.Conn
 	perms *Permissions // nil: everything allowed
+	acc   *grant       // what the client was let in as (access.go)
+	limit *bucket      // the message-rate limit, read by the reader only; nil: none
 	f     follower     // its owner is the session (followerOwner)
 	// windowBits is the server window of a deflate client (its compressed
 	// copies are counted in the log's bytes), or -1 without deflate.
@@ -88,7 +90,6 @@ type session struct {
 	remote    string
 	userAgent string
 	origin    string
-	token     string
 	connected int64 // Unix nanoseconds (a time.Time is 16 bytes more)
 
 	framesIn, bytesIn   atomic.Uint64 // counted by the reader
@@ -168,7 +169,7 @@ func (c *session) finish(reason string, code ws.StatusCode, detail string, attrs
 // counted whole in ovbus_closes_total.
 var closeLines = func() map[string]context.Context {
 	m := map[string]context.Context{}
-	for _, r := range []string{reasonOversize, reasonProtocolError, reasonOverloaded, reasonWriteError} {
+	for _, r := range []string{reasonOversize, reasonProtocolError, reasonOverloaded, reasonWriteError, reasonRateLimited} {
 		m[r] = limitedAs("close "+r, "more closes", slog.String("reason", r))
 	}
 	return m
@@ -234,6 +235,10 @@ func (c *session) received(op ws.Opcode, b []byte) {
 	}
 	c.framesIn.Add(1)
 	c.bytesIn.Add(uint64(len(b)))
+	if c.limit != nil && !c.limit.take(c.s.hub.now()) {
+		c.rateLimited()
+		return
+	}
 	c.s.relay(c, c.perms, op, b)
 	c.s.hub.pace(len(b))
 }
@@ -612,10 +617,14 @@ func (c *session) slowConsumer(why string, intact bool) {
 
 // SessionInfo describes one connected client.
 type SessionInfo struct {
-	ID                  uint64
-	Remote              string // remote address
-	UserAgent, Origin   string // request headers
-	Token               string // the token's name (Permissions.Name), never the secret; "" without auth
+	ID                uint64
+	Remote            string // remote address
+	UserAgent, Origin string // request headers
+	Token             string // the token's name (Permissions.Name), never the secret; "" without a token
+	// Identity names the rule the client was let in by: "token:NAME"
+	// ("token" for a token without a name), "network:CIDR", "loopback",
+	// "unix" or "anyone". Never a token.
+	Identity            string
 	Connected           time.Time
 	FramesIn, BytesIn   uint64
 	FramesOut, BytesOut uint64
@@ -625,12 +634,17 @@ type SessionInfo struct {
 
 func (c *session) info() SessionInfo {
 	h := c.s.hub
+	var token, identity string
+	if c.acc != nil {
+		token, identity = c.acc.name, c.acc.identity
+	}
 	return SessionInfo{
 		ID:             c.id,
 		Remote:         c.remote,
 		UserAgent:      c.userAgent,
 		Origin:         c.origin,
-		Token:          c.token,
+		Token:          token,
+		Identity:       identity,
 		Connected:      time.Unix(0, c.connected),
 		FramesIn:       c.framesIn.Load(),
 		BytesIn:        c.bytesIn.Load(),
@@ -658,7 +672,7 @@ func (s *Server) Sessions() []SessionInfo {
 type CloseInfo struct {
 	Session SessionInfo
 	Closed  time.Time
-	Reason  string        // the closes-metric label: slow_consumer, oversize, protocol_error, overloaded (1013: max_inflight_bytes), client_close, disconnect, write_error, shutdown
+	Reason  string        // the closes-metric label: slow_consumer, oversize, protocol_error, overloaded (1013: max_inflight_bytes), rate_limited, client_close, disconnect, write_error, shutdown
 	Code    ws.StatusCode // the close code sent or received, 0 when none
 	Detail  string
 }

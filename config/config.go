@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"log/slog"
-	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -77,12 +76,7 @@ func (c *Config) Clone() *Config {
 	n := *c
 	n.Bus.FilterLogs = slices.Clone(c.Bus.FilterLogs)
 	n.Bus.AllowedOrigins = slices.Clone(c.Bus.AllowedOrigins)
-	if c.Bus.Auth.Tokens != nil {
-		n.Bus.Auth.Tokens = maps.Clone(c.Bus.Auth.Tokens)
-		for k, p := range n.Bus.Auth.Tokens {
-			n.Bus.Auth.Tokens[k] = bus.Permissions{Name: p.Name, Emit: slices.Clone(p.Emit), Receive: slices.Clone(p.Receive)}
-		}
-	}
+	n.Bus.Auth = c.Bus.Auth.Clone()
 	n.Cluster.Routes = slices.Clone(c.Cluster.Routes)
 	return &n
 }
@@ -154,26 +148,31 @@ var logLevels = map[string]string{
 // it; call it after building or changing a Config by hand. The error is an
 // *Error naming the key.
 func (c *Config) Validate() error {
-	if k, msg := c.check(); k != nil {
-		return &Error{Key: k.path(), Msg: msg}
+	if k, below, msg := c.check(); k != nil {
+		_, shown := c.belowKey(k, below)
+		return &Error{Key: shown, Msg: msg}
 	}
 	return nil
 }
 
-// check returns the first key at fault and what is wrong with it: the
-// kinds' checks, then the bus's own (bus.Options.Validate).
-func (c *Config) check() (*key, string) {
+// check returns the first key at fault, the keys below it that lead to
+// the fault (bus.OptionError.Path: a token among them), and what is wrong
+// with it: the kinds' checks, then the bus's own (bus.Options.Validate).
+func (c *Config) check() (k *key, below []string, msg string) {
 	for i := range keys {
 		if msg := keys[i].kind.check(keys[i].field(c)); msg != "" {
-			return &keys[i], msg
+			return &keys[i], nil, msg
 		}
 	}
 	var oe *bus.OptionError
 	if err := c.Options().Validate(); errors.As(err, &oe) {
 		if k := lookupKey(oe.Option); k != nil {
-			return k, oe.Msg
+			return k, oe.Path, oe.Msg
 		}
-		return &key{name: oe.Option, kind: kindString}, oe.Msg
+		return &key{name: oe.Option, kind: kindString}, oe.Path, oe.Msg
+	}
+	if o := c.ClusterOptions(); o.Enabled() && c.Bus.Auth.RoutesReplies() {
+		return lookupKey("auth"), nil, bus.ReplyRoutingClusterMsg
 	}
 	if o := c.ClusterOptions(); o.Enabled() {
 		var ke *cluster.KeyError
@@ -190,8 +189,24 @@ func (c *Config) check() (*key, string) {
 				}
 				msg += " (keys " + k.path() + ", " + strings.Join(others, ", ") + ")"
 			}
-			return k, msg
+			return k, nil, msg
 		}
 	}
-	return nil, ""
+	return nil, nil, ""
+}
+
+// belowKey is the internal path and the shown name of the key below k that
+// below leads to: websocket.auth.networks.10.0.0.0/8, or for a token
+// websocket.auth.tokens["name"] (its name or Redact, never the token).
+func (c *Config) belowKey(k *key, below []string) (path, shown string) {
+	path, shown = join("websocket", k.name), k.path()
+	for i, seg := range below {
+		path = join(path, seg)
+		if i == 1 && below[0] == "tokens" {
+			shown += "[" + c.Bus.Auth.Tokens[seg].Label(seg) + "]"
+			continue
+		}
+		shown += "." + seg
+	}
+	return path, shown
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"maps"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -220,88 +221,164 @@ func decodeLogLevel(m *merger, c *Config, prov *Provenance) error {
 
 // decodeAuth reads websocket.auth:
 //
-//	{"required": false, "tokens": {"<token>": {"name": "...", "emit": [...], "receive": [...]}}}
+//	{"required": false,
+//	 "permissions": {"<set>": {"emit": [...], "receive": [...], "rate": N, "burst": N, "reply_routing": false}},
+//	 "loopback": "all", "networks": {"<cidr>": "<set>"}, "anyone": "refuse",
+//	 "tokens": {"<token>": {"name": "...", "permissions": "<set>"} or {"name": "...", "emit": [...], ...}}}
 //
 // Unknown keys are errors here: a misspelt permission must not grant more.
+// The bus checks the rest (bus.Auth's validate), and config.check places
+// its faults.
 func decodeAuth(m *merger, v any) (bus.Auth, error) {
-	var a bus.Auth
+	a := bus.Defaults().Auth // the keys left out keep the bus's defaults
 	base := join("websocket", "auth")
 	am, ok := v.(map[string]any)
 	if !ok {
-		return a, m.errorPath(base, expected(`an object {"required": ..., "tokens": {...}}`, v).Error())
+		return a, m.errorPath(base, expected(`an object {"tokens": {...}, "networks": {...}, ...}`, v).Error())
 	}
 	for _, k := range slices.Sorted(maps.Keys(am)) {
 		val, path := am[k], join(base, k)
+		if val == nil {
+			continue
+		}
+		var err error
 		switch k {
 		case "required":
-			if val == nil {
-				continue
-			}
-			b, err := asBool(val)
-			if err != nil {
-				return a, m.errorPath(path, err.Error())
-			}
-			a.Required = b
+			a.Required, err = asBool(val)
+		case "loopback":
+			a.Loopback, err = asString(val)
+		case "anyone":
+			a.Anyone, err = asString(val)
+		case "networks":
+			a.Networks, err = decodeNetworks(m, path, val)
+		case "permissions":
+			a.Sets, err = decodePermissionMap(m, path, val, false)
 		case "tokens":
-			if val == nil {
-				continue
-			}
-			tm, ok := val.(map[string]any)
-			if !ok {
-				return a, m.errorPath(path, expected("an object mapping each token to its permissions", val).Error())
-			}
-			a.Tokens = make(map[string]bus.Permissions, len(tm))
-			for _, tok := range slices.Sorted(maps.Keys(tm)) {
-				p, err := decodePermissions(m, join(path, tok), tok, tm[tok])
-				if err != nil {
-					return a, err
-				}
-				a.Tokens[tok] = p
-			}
+			a.Tokens, err = decodePermissionMap(m, path, val, true)
 		default:
-			return a, m.errorPath(path, `unknown key: expected "required" or "tokens"`)
+			err = fmt.Errorf(`unknown key: expected "required", "tokens", "permissions", "loopback", "networks" or "anyone"`)
+		}
+		if ce, ok := err.(*Error); ok {
+			return a, ce
+		}
+		if err != nil {
+			return a, m.errorPath(path, err.Error())
 		}
 	}
 	return a, nil
 }
 
-func decodePermissions(m *merger, path, tok string, v any) (bus.Permissions, error) {
+// decodeNetworks reads websocket.auth.networks, an object mapping each
+// network to a permission set's name. The bus reads the networks
+// (bus.ParseNetwork) and checks them.
+func decodeNetworks(m *merger, path string, v any) (map[string]string, error) {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, m.errorPath(path, expected(`an object mapping each network to a permission set, e.g. {"192.168.1.0/24": "satellite"}`, v).Error())
+	}
+	out := make(map[string]string, len(obj))
+	for _, n := range slices.Sorted(maps.Keys(obj)) {
+		set, err := asString(obj[n])
+		if err != nil {
+			return nil, m.errorPath(join(path, n), expected("the name of a permission set", obj[n]).Error())
+		}
+		out[n] = set
+	}
+	return out, nil
+}
+
+// decodePermissionMap reads websocket.auth.tokens (tokens) or
+// websocket.auth.permissions, an object of permissions by token or set
+// name.
+func decodePermissionMap(m *merger, path string, v any, tokens bool) (map[string]bus.Permissions, error) {
+	what := "an object mapping each permission set's name to its permissions"
+	if tokens {
+		what = "an object mapping each token to its permissions"
+	}
+	pm, ok := v.(map[string]any)
+	if !ok {
+		return nil, m.errorPath(path, expected(what, v).Error())
+	}
+	out := make(map[string]bus.Permissions, len(pm))
+	for _, name := range slices.Sorted(maps.Keys(pm)) {
+		p, err := decodePermissions(m, join(path, name), name, pm[name], tokens)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = p
+	}
+	return out, nil
+}
+
+// permissionKeys are the keys of a permission set; a token has "name" and
+// "permissions" (a set's name) too.
+var permissionKeys = []string{"emit", "receive", "rate", "burst", "reply_routing"}
+
+// decodePermissions reads the permissions of one token (tok is the token:
+// errors show its name or Redact instead) or of one set named tok.
+func decodePermissions(m *merger, path, tok string, v any, token bool) (bus.Permissions, error) {
 	var p bus.Permissions
 	if v == nil {
 		return p, nil
 	}
 	pm, ok := v.(map[string]any)
-	if name, _ := pm["name"].(string); name != "" {
+	if name, _ := pm["name"].(string); name != "" && token {
 		p.Name = name
 	}
-	shown := "websocket.auth.tokens[" + p.Label(tok) + "]"
+	shown := "websocket.auth.permissions." + tok
+	want := `an object {"emit": [...], "receive": [...], "rate": ..., "burst": ..., "reply_routing": ...}`
+	allowed := permissionKeys
+	if token {
+		shown = "websocket.auth.tokens[" + p.Label(tok) + "]"
+		want = `an object {"name": ..., "permissions": ...} or {"name": ..., "emit": [...], "receive": [...], ...}`
+		allowed = append([]string{"name", "permissions"}, permissionKeys...)
+	}
 	if !ok {
-		return p, m.errorPathKey(path, shown, expected(`an object {"name": ..., "emit": [...], "receive": [...]}`, v).Error())
+		return p, m.errorPathKey(path, shown, expected(want, v).Error())
 	}
 	for _, k := range slices.Sorted(maps.Keys(pm)) {
 		val := pm[k]
 		key, sub := shown+"."+k, join(path, k)
+		if !slices.Contains(allowed, k) {
+			return p, m.errorPathKey(sub, key, "unknown key: expected "+quotedList(allowed))
+		}
+		if val == nil {
+			continue
+		}
+		var err error
 		switch k {
 		case "name":
-			if _, ok := val.(string); !ok && val != nil {
-				return p, m.errorPathKey(sub, key, expected("a string", val).Error())
-			}
-		case "emit", "receive":
-			if val == nil {
-				continue
-			}
-			list, err := asStringList(val)
-			if err != nil {
-				return p, m.errorPathKey(sub, key, err.Error())
-			}
-			if k == "emit" {
-				p.Emit = list
-			} else {
-				p.Receive = list
-			}
-		default:
-			return p, m.errorPathKey(sub, key, `unknown key: expected "name", "emit" or "receive"`)
+			_, err = asString(val)
+		case "permissions":
+			p.Set, err = asString(val)
+		case "emit":
+			p.Emit, err = asStringList(val)
+		case "receive":
+			p.Receive, err = asStringList(val)
+		case "rate":
+			p.Rate, err = asFloat(val, "messages per second, 0 (no limit) or more")
+		case "burst":
+			var n int64
+			n, err = asInt(val, 0, math.MaxInt32, "a number of messages, 0 or more")
+			p.Burst = int(n)
+		case "reply_routing":
+			p.ReplyRouting, err = asBool(val)
+		}
+		if err != nil {
+			return p, m.errorPathKey(sub, key, err.Error())
 		}
 	}
 	return p, nil
+}
+
+// quotedList writes names as `"a", "b" or "c"`.
+func quotedList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	if len(q) == 1 {
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
 }

@@ -137,7 +137,8 @@
 //	allowed_origins           [] (all)            OVOS_BUS_ALLOWED_ORIGINS            live     accepted Origin headers, '*' wildcard,
 //	                                              --allowed-origins                            case-insensitive; requests without
 //	                                                                                           Origin (non-browsers) always pass
-//	auth                      off                 -                                   live     tokens and permissions, below
+//	auth                      loopback: all       -                                   live     who may connect and what each client
+//	                          anyone: refuse                                                   may do, below
 //	monitor_address           "" (off)            OVOS_BUS_MONITOR_ADDRESS            restart  host:port of the browser monitor
 //	                                              --monitor-address                            (package monitor), e.g. "127.0.0.1:9182"
 //	monitor_allow_remote      false               OVOS_BUS_MONITOR_ALLOW_REMOTE       restart  let monitor_address be a non-loopback
@@ -219,28 +220,50 @@
 //
 //	"websocket": {
 //	  "auth": {
-//	    "required": false,
+//	    "permissions": {
+//	      "satellite": {"emit": ["recognizer_loop:*", "ovos.session.sync"], "receive": ["*"],
+//	                    "rate": 20, "burst": 40, "reply_routing": true},
+//	      "guest":     {"emit": [], "receive": ["speak"]}
+//	    },
+//	    "loopback": "all",
+//	    "networks": {"192.168.1.0/24": "satellite", "fd00:1::/64": "guest"},
+//	    "anyone": "refuse",
 //	    "tokens": {
-//	      "3f9c...long random secret...": {"name": "skills",
-//	                                       "emit": ["speak", "recognizer_loop:*"],
-//	                                       "receive": ["*"]},
-//	      "b71e...another secret...":     {"name": "gui"}
-//	    }
+//	      "3f9c...long random secret...": {"name": "kitchen", "permissions": "satellite"},
+//	      "b71e...another secret...":     {"name": "skills", "emit": ["speak", "recognizer_loop:*"]}
+//	    },
+//	    "required": false
 //	  }
 //	}
 //
-// Off by default, as on the Tornado bus. A client presenting a token listed in
-// tokens gets that token's permissions; a client presenting any other token is
-// rejected; a client presenting none is accepted with every permission unless
-// required is true (then required with no tokens is an error). How a client
-// presents its token is up to package bus. For each token, "emit" lists the
-// message types the client may send and "receive" those delivered to it; a
-// list that is absent allows every type, an empty list none. In patterns '*'
-// stands for any run of characters (bus.MatchType); a frame without a type
-// (encrypted frames) is matched as "", so only "*" lets it through. "name"
-// labels the token in logs and metrics. Any other key under auth or a token
-// is an error, so that a misspelling cannot grant more than meant. Print shows
-// names and the first 4 characters of each token, never a whole token.
+// A client that shows a token gets that token's permissions; one showing a
+// token the bus does not know is refused (401) from anywhere. A client that
+// shows none gets those of where it connects from: a network of "networks"
+// (CIDR prefixes or single addresses; they must not overlap, and none may
+// hold 127.0.0.1 or ::1) its permission set; else a loopback address or a
+// Unix socket "loopback" ("all" by default); else "anyone" ("refuse" by
+// default). "required": true refuses every client without a token, loopback
+// included (then required with no tokens is an error). Each rule names a
+// permission set: "all" (every type both ways, no rate limit), "refuse"
+// (HTTP 401), or one of "permissions". How a client shows its token, and
+// what each rule means on the wire, is docs/protocol.md §1 and §3.
+//
+// A permission set, or a token's own permissions: "emit" lists the message
+// types the client may send and "receive" those delivered to it (absent:
+// every type, empty: none; '*' stands for any run of characters, see
+// bus.MatchType; a frame without a type, such as an encrypted one, is
+// matched as "", so only "*" lets it through); "rate" and "burst" limit the
+// messages it may send per second and at once (0: no limit; burst defaults
+// to one second's worth); "reply_routing" keeps other routed clients'
+// private replies from it. A token may instead name a set with
+// "permissions", and has a "name" that labels it in logs, the monitor and
+// metrics (token:NAME) and by which reply routing knows it. A token is
+// visible ASCII (letters, digits and -._~ travel in URLs as they are) of at
+// most 512 bytes. Any other key under auth, a set or a token is an error, so
+// that a misspelling cannot grant more than meant; so is a rule naming a
+// set that does not exist. Errors name the file, the line and the key
+// (websocket.auth.networks.10.0.0.0/8), never a token: Print shows names and
+// the first 4 characters of each token, never a whole one.
 //
 // # Provenance
 //

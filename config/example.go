@@ -125,10 +125,18 @@ func writeKeyComment(b *strings.Builder, indent string, k *key) {
 	case "ssl_cert", "ssl_key":
 		b.WriteString("; null: unless both are set, ssl uses a self-signed pair made on first start")
 	case "auth":
-		b.WriteString(`, off by default. With tokens, e.g.`)
-		fmt.Fprintf(b, "\n%s//   \"tokens\": {\"<a long random secret>\": {\"name\": \"skills\", \"emit\": [\"speak\", \"recognizer_loop:*\"], \"receive\": [\"*\"]}}", indent)
-		fmt.Fprintf(b, "\n%s// a client presenting that token (?token=... or Authorization: Bearer ...) may emit and receive only those types", indent)
-		fmt.Fprintf(b, "\n%s// (absent list: all, empty list: none); with required, a client without a token is refused.", indent)
+		b.WriteString(`: a client without a token gets the permission set of where it connects from:`)
+		for _, line := range []string{
+			`loopback (127.0.0.0/8, ::1) "all" by default, a network of "networks" its set, anyone else "refuse" by default.`,
+			`A client showing a token gets the token's: ws://HOST:PORT/core/TOKEN (the route, "/", the token: what a stock`,
+			`OVOS client sends from its mycroft.conf), ?token=TOKEN or Authorization: Bearer TOKEN. For example`,
+			`  "permissions": {"satellite": {"emit": ["recognizer_loop:*", "ovos.session.sync"], "rate": 20, "reply_routing": true}},`,
+			`  "networks": {"192.168.1.0/24": "satellite"},`,
+			`  "tokens": {"<a long random secret>": {"name": "kitchen", "permissions": "satellite"}}`,
+			`(emit/receive: message types, absent: all, empty: none; rate: messages per second; README "Securing the bus").`,
+		} {
+			fmt.Fprintf(b, "\n%s// %s", indent, line)
+		}
 	}
 	b.WriteString("\n")
 	var how []string

@@ -91,7 +91,7 @@ var keys = []key{
 	{name: "allowed_origins", env: env1("OVOS_BUS_ALLOWED_ORIGINS"), flag: "allowed-origins", kind: kindList,
 		bus: func(o *bus.Options) any { return &o.AllowedOrigins }, doc: "comma-separated accepted Origin headers, empty for all"},
 	{name: "auth", kind: kindAuth,
-		bus: func(o *bus.Options) any { return &o.Auth }, doc: "tokens and permissions"},
+		bus: func(o *bus.Options) any { return &o.Auth }, doc: "who may connect, and what each client may send and receive"},
 	{name: "monitor_address", env: env1("OVOS_BUS_MONITOR_ADDRESS"), flag: "monitor-address", kind: kindString,
 		own: func(c *Config) any { return &c.MonitorAddress }, reload: bus.Restart, doc: "host:port for the browser monitor, empty for none"},
 	{name: "monitor_allow_remote", env: env1("OVOS_BUS_MONITOR_ALLOW_REMOTE"), flag: "monitor-allow-remote", kind: kindBool,

@@ -255,8 +255,12 @@ func Load(opts LoadOptions) (*Config, *Provenance, error) {
 	if err != nil {
 		return nil, prov, err
 	}
-	if k, msg := cfg.check(); k != nil {
-		return nil, prov, m.errorAt(k, msg)
+	if k, below, msg := cfg.check(); k != nil {
+		if below == nil {
+			return nil, prov, m.errorAt(k, msg)
+		}
+		path, shown := cfg.belowKey(k, below)
+		return nil, prov, m.errorPathKey(path, shown, msg)
 	}
 	return cfg, prov, nil
 }

@@ -70,9 +70,22 @@ func Keys() []string {
 // their first characters.
 func redacted(a bus.Auth) any {
 	type perms struct {
-		Name    string   `json:"name,omitempty"`
-		Emit    []string `json:"emit,omitempty"`
-		Receive []string `json:"receive,omitempty"`
+		Name         string  `json:"name,omitempty"`
+		Set          string  `json:"permissions,omitempty"`
+		Emit         any     `json:"emit,omitempty"` // absent (every type) apart from [] (none)
+		Receive      any     `json:"receive,omitempty"`
+		Rate         float64 `json:"rate,omitempty"`
+		Burst        int     `json:"burst,omitempty"`
+		ReplyRouting bool    `json:"reply_routing,omitempty"`
+	}
+	list := func(l []string) any {
+		if l == nil {
+			return nil
+		}
+		return l
+	}
+	show := func(p bus.Permissions) perms {
+		return perms{p.Name, p.Set, list(p.Emit), list(p.Receive), p.Rate, p.Burst, p.ReplyRouting}
 	}
 	tokens := map[string]perms{}
 	for i, tok := range slices.Sorted(maps.Keys(a.Tokens)) {
@@ -81,12 +94,24 @@ func redacted(a bus.Auth) any {
 		if _, dup := tokens[shown]; dup || shown == "…" {
 			shown = fmt.Sprintf("token %d", i+1)
 		}
-		tokens[shown] = perms{p.Name, p.Emit, p.Receive}
+		tokens[shown] = show(p)
+	}
+	sets := map[string]perms{}
+	for name, p := range a.Sets {
+		sets[name] = show(p)
+	}
+	networks := a.Networks
+	if networks == nil {
+		networks = map[string]string{}
 	}
 	return struct {
-		Required bool             `json:"required"`
-		Tokens   map[string]perms `json:"tokens"`
-	}{a.Required, tokens}
+		Required    bool              `json:"required"`
+		Loopback    string            `json:"loopback"`
+		Networks    map[string]string `json:"networks"`
+		Anyone      string            `json:"anyone"`
+		Permissions map[string]perms  `json:"permissions"`
+		Tokens      map[string]perms  `json:"tokens"`
+	}{a.Required, a.Loopback, networks, a.Anyone, sets, tokens}
 }
 
 // Print writes the merged configuration, one key per line with the layer

@@ -439,18 +439,9 @@ func TestMetrics(t *testing.T) {
 	b := sb.start()
 	g := dialGo(t, b.url(), nil)
 	connectAll(t, g)
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
-	resp, err := hc.Get("http://" + maddr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("GET /metrics = %d", resp.StatusCode)
-	}
+	body := getMetrics(t, maddr)
 	for _, name := range []string{"ovbus_connections 1", "ovbus_relay_latency_seconds", "ovbus_closes_total", "ovbus_rejected_total"} {
-		if !strings.Contains(string(body), name) {
+		if !strings.Contains(body, name) {
 			t.Errorf("/metrics lacks %q", name)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -134,34 +133,16 @@ func TestRestartReconnect(t *testing.T) {
 
 // reconnectClient is testdata/reconnect.py.
 type reconnectClient struct {
-	cmd    *exec.Cmd
 	events chan string
 	log    []string
 }
 
 func startReconnect(t *testing.T, url string) *reconnectClient {
 	t.Helper()
-	needPython(t)
-	cmd := exec.Command(python, "-u", script(t, "reconnect.py"), url, "0.2")
-	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "NO_PROXY=*", "no_proxy=*")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	rc := &reconnectClient{cmd: cmd, events: make(chan string, 10000)}
-	go readAllLines(stdout, rc.events)
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("reconnect.py events:\n%s\nstderr:\n%s", strings.Join(rc.log, "\n"), stderr.String())
-		}
-	})
+	rc := &reconnectClient{}
+	_, rc.events = runScript(t, nil, func(stderr string) {
+		t.Logf("reconnect.py events:\n%s\nstderr:\n%s", strings.Join(rc.log, "\n"), stderr)
+	}, "reconnect.py", url, "0.2")
 	return rc
 }
 

@@ -313,7 +313,8 @@ func TestMonitorPage(t *testing.T) {
 
 	// The clients, and a slow consumer's close with its reason.
 	r.click(`.tabs button[data-tab="clients"]`)
-	r.wait("both clients listed", `(() => { const t = document.getElementById("sessions").textContent; return t.includes("alice/1.0 · http://alice.test") && t.includes("bob/2.0"); })()`)
+	// Each with its identity: the rule that let it in (loopback here).
+	r.wait("both clients listed", `(() => { const t = document.getElementById("sessions").textContent; return t.includes("alice/1.0 · http://alice.test") && t.includes("bob/2.0") && t.includes("loopback"); })()`)
 	dialSilent(t, r.bus, "slow-reader")
 	big := make([]byte, 64<<10) // binary frames: cheap for the page, which sees only a preview
 	stopFlood := repeat(t, 4*time.Millisecond, func(int) { r.bus.EmitRaw(ws.OpBinary, big) })

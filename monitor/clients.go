@@ -9,6 +9,7 @@ type session struct {
 	UserAgent      string `json:"user_agent,omitempty"`
 	Origin         string `json:"origin,omitempty"`
 	Token          string `json:"token,omitempty"`
+	Identity       string `json:"identity,omitempty"`
 	Connected      int64  `json:"connected"` // unix ms
 	FramesIn       uint64 `json:"frames_in"`
 	BytesIn        uint64 `json:"bytes_in"`
@@ -36,7 +37,7 @@ type clientList struct {
 
 func newSession(s bus.SessionInfo) session {
 	return session{
-		ID: s.ID, Remote: s.Remote, UserAgent: s.UserAgent, Origin: s.Origin, Token: s.Token,
+		ID: s.ID, Remote: s.Remote, UserAgent: s.UserAgent, Origin: s.Origin, Token: s.Token, Identity: s.Identity,
 		Connected: s.Connected.UnixMilli(),
 		FramesIn:  s.FramesIn, BytesIn: s.BytesIn, FramesOut: s.FramesOut, BytesOut: s.BytesOut,
 		QueuedMessages: s.QueuedMessages, QueuedBytes: s.QueuedBytes,

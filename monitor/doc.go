@@ -21,15 +21,17 @@
 // same-origin only, so another site open in the same browser cannot read
 // the bus through it.
 //
-// When the bus has auth, the page asks for a token and sends it as its first
-// message (never in a URL). The token is checked with bus.Server.Authorize
-// exactly as the bus's upgrade checks it: a token the bus would refuse gets
-// no data at all. The page then receives only the messages whose type the
-// token may receive (Permissions.CanReceive on Frame.Type) and sends under
-// the token's emit rule (EmitAs). The client list and the recent closes
-// (addresses, user agents, token names) are shown only to a caller with
-// full access: anyone when the bus has no auth, else a token with neither
-// an emit nor a receive list.
+// When the bus has tokens, the page asks for one and sends it as its first
+// message (never in a URL). The token, or the page's address when it sends
+// none, is checked with bus.Server.Authorize exactly as the bus's upgrade
+// checks a client's: one the bus would refuse gets no data at all. The page
+// then receives only the messages whose type the permissions allow it to
+// receive (Permissions.CanReceive on Frame.Type) and sends under their emit
+// rule (EmitAs). The client list and the recent closes (addresses, user
+// agents, identities: a token's name or the address rule that let the
+// client in, never a token) are shown only to a caller with full access: a
+// token, or an address rule (loopback by default), with neither an emit nor
+// a receive list.
 //
 // # Never slowing the bus
 //

@@ -162,7 +162,7 @@ func (p *page) authorize(ctx context.Context) bool {
 		p.conn.Close(ws.StatusPolicyViolation, "expected a hello")
 		return false
 	}
-	perm, ok := p.m.bus.Authorize(h.Token)
+	perm, ok := p.m.bus.Authorize(h.Token, p.remote)
 	if !ok {
 		why := "this bus needs a token"
 		if h.Token != "" {

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -160,8 +162,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		attrs = append(attrs, "monitor", "http://"+mon.Addr().String()+"/")
-		if cfg.MonitorAllowRemote && !cfg.Bus.Auth.Enabled() {
-			logger.Warn("The monitor is open to other machines and the bus has no auth: whoever reaches it sees and sends every message", "address", cfg.MonitorAddress)
+		if a := cfg.Bus.Auth; cfg.MonitorAllowRemote && !a.Required && (a.Anyone == bus.SetAll || slices.Contains(slices.Collect(maps.Values(a.Networks)), bus.SetAll)) {
+			logger.Warn("The monitor is open to other machines and auth lets some of them in without a token: whoever of them reaches it sees and sends every message", "address", cfg.MonitorAddress)
 		}
 	}
 	logger.Info("Message bus service started!", attrs...)

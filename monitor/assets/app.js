@@ -359,7 +359,7 @@ function onClients(m) {
   const agent = (s) => [s.user_agent, s.origin].filter(Boolean).join(" · ");
   $("sessions").tBodies[0].replaceChildren(...sessions.map((s) => {
     const tr = cells(document.createElement("tr"), [
-      [s.id], [s.remote], [agent(s)], [s.token || ""], [formatDuration((now - s.connected) / 1000)],
+      [s.id], [s.remote], [agent(s)], [s.identity || ""], [formatDuration((now - s.connected) / 1000)],
       [s.frames_in, "num"], [formatSize(s.bytes_in), "num"], [s.frames_out, "num"], [formatSize(s.bytes_out), "num"],
       [`${s.queued_messages} · ${formatSize(s.queued_bytes)}`, "num"],
     ]);
@@ -370,7 +370,7 @@ function onClients(m) {
   $("closes").tBodies[0].replaceChildren(...closes.map((c) => {
     const s = c.session;
     const tr = cells(document.createElement("tr"), [
-      [formatTime(c.closed)], [s.id], [s.remote], [s.token || ""], [c.reason, "reason"], [c.code || "", "num"],
+      [formatTime(c.closed)], [s.id], [s.remote], [s.identity || ""], [c.reason, "reason"], [c.code || "", "num"],
       [c.detail || ""], [formatDuration((c.closed - s.connected) / 1000)], [s.frames_in, "num"], [s.frames_out, "num"],
     ]);
     tr.dataset.id = s.id;
