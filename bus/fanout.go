@@ -2,8 +2,6 @@ package bus
 
 import (
 	"math/bits"
-	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -115,50 +113,6 @@ type segment struct {
 	arena  *arena // the allocation of a shared one
 }
 
-// arena is one allocation of shared segments, counted whole by the byte
-// bound from the moment frames go into it until it is retired (frames go
-// into another) and none of its frames is left in the log. Under hub.mu.
-//
-// A retired arena is recycled (hub.recycle) instead of a new allocation
-// once no reader can still read its bytes: none of its frames is left in
-// the log, every follower with an owner (a session's writer) reports
-// through followerOwner.holds that it holds no frame before end, and no
-// follower without an owner could ever read it (escaped). Those followers
-// (Follower, the in-process dispatcher) hand their frames' payloads out to
-// code that may keep them as long as it likes (Frame.Payload), so every
-// arena frames go into from the first such join on is escaped, for good;
-// the garbage collector frees those.
-type arena struct {
-	buf     []byte // the whole allocation
-	size    int
-	frames  int // its frames in the log
-	retired bool
-	escaped bool   // a follower without an owner may read it
-	end     uint64 // once retired: the sequence number after its last frame
-}
-
-// released is what followerOwner.holds reports once its reader holds no
-// frame at all, and never will again.
-const released = ^uint64(0)
-
-// recycleKeep is how many retired arenas the log keeps for recycling, the
-// oldest first: they are held, beyond the byte bound once their frames
-// are released, until recycled or pushed out by newer ones. slabKeep is
-// the same for entry slabs: about as many as are used between two scans
-// of trim (scanEveryMessages), which is when recycling learns what the
-// readers hold.
-const (
-	recycleKeep = 2
-	slabKeep    = scanEveryMessages/entrySlab + 2
-)
-
-// heldSlab is a used-up entry slab kept for recycling: its entries are
-// all before end.
-type heldSlab struct {
-	s   []entry
-	end uint64
-}
-
 // seal records that the segment ends before sequence number seq, with used
 // bytes in it. The caller holds hub.mu.
 func (g *segment) seal(seq uint64, used int) {
@@ -195,11 +149,6 @@ func segmentSize(maxBytes int64) int {
 // slab can hold large frames past their release.
 const entrySlab = 64
 
-// inlineWakes is how many sleepers with a wake channel publish wakes
-// itself; more are woken by a waker goroutine (wakeSleepers), and so are
-// sessions, always.
-const inlineWakes = 16
-
 // The compressed forms of an entry (ws.PreparedMessage.FrameWindow).
 const (
 	compressedFull  = 1 << iota // 32 KiB window
@@ -226,24 +175,6 @@ func newRing(minCap int) *ring {
 	return &ring{mask: n - 1, slots: make([]atomic.Pointer[entry], n)}
 }
 
-// Release heuristics: the followers' cursors are scanned after this many
-// messages or bytes since the last scan (or an eighth of the bounds, when
-// less), so the log normally holds only what some follower has not fetched
-// yet, plus at most this much.
-const (
-	scanEveryMessages = 1024
-	scanEveryBytes    = 1 << 20
-)
-
-// A forced release looks for the followers it cuts at most once per
-// cutScanMessages published or cutScanInterval, so that a follower hovering
-// at its bound does not make every publish scan. A follower it misses finds
-// its entry gone on its next fetch, as before.
-const (
-	cutScanMessages = 64
-	cutScanInterval = 10 * time.Millisecond
-)
-
 type hub struct {
 	epoch time.Time
 
@@ -258,14 +189,7 @@ type hub struct {
 	maxBytes  int64
 	followers []*follower
 	sleepers  []*follower
-	minCursor uint64 // last scanned minimum cursor (never above the real one)
-	scanHead  uint64 // head at the last scan
-	scanBytes int64  // bytes at the last scan
-	scanMsgs  uint64 // scan after this many messages ...
-	scanEvery int64  // ... or bytes since the last scan
-	cutHead   uint64 // head at the last cutBehind
-	cutAt     int64  // hub time of the last cutBehind
-	cutNow    []*follower
+	trimming  // trim.go
 
 	// Shared segments (under mu): the size of a new one, the one frames go
 	// into and its used bytes, a spare one allocated outside the lock, and
@@ -279,23 +203,7 @@ type hub struct {
 	segFrames int64
 	slab      []entry // the entries not yet used of the newest slab
 
-	// Recycling of arenas and entry slabs (recycle, recycleSlab, under
-	// mu): the retired ones kept for it, oldest first; the newest slab
-	// whole; whether some follower without an owner ever joined (escapes:
-	// nothing is recycled from then on); the followers with an owner taken
-	// out of the log whose readers may still hold frames (departed: each
-	// leaves it when its reader says it is done, forget); the oldest frame
-	// any reader held at the last scan of trim (holdMin: everything before
-	// it may be recycled once out of the log); and how many arenas and
-	// slabs were recycled (for tests).
-	recycleQ  []*arena
-	slabQ     []heldSlab
-	slabBase  []entry
-	escapes   bool
-	departed  map[*follower]struct{}
-	holdMin   uint64
-	recycled  int
-	recycledS int
+	recycling // recycle.go
 
 	// lastNotice is the sequence number after the newest entry for one
 	// session only (entry.to): runs start after it (fetchRun).
@@ -305,26 +213,13 @@ type hub struct {
 	// stored under mu.
 	relayed atomic.Uint64
 
-	// The waker (under mu): running, and its spare list.
-	waking  bool
-	wakeBuf []*follower
+	wakerState // wake.go
 
 	// extra is the bytes of the compressed copies held by entries in the
 	// log (see countCompressed).
 	extra atomic.Int64
 
-	// Pacing of senders (see pace): the lags beyond which a session is
-	// far behind.
-	paceBytes  atomic.Int64
-	paceMsgs   atomic.Uint64
-	stallAfter atomic.Int64 // ns; 0: no stall cut
-	tailBytesA atomic.Int64 // tailBytes, for pace's lock-free look
-	// freshFor and rate are paceFresh and paceRate (ns, bytes per second),
-	// per hub so that a test can widen them: how long a starved client may
-	// go unscheduled and still count as draining is the machine's business,
-	// not the test's.
-	freshFor atomic.Int64
-	rate     atomic.Int64
+	pacing // pace.go
 }
 
 func newHub(maxMsgs int, maxBytes int64) *hub {
@@ -334,20 +229,6 @@ func newHub(maxMsgs int, maxBytes int64) *hub {
 	h.freshFor.Store(int64(paceFresh))
 	h.rate.Store(paceRate)
 	return h
-}
-
-// setPace sets the lag beyond which a session is far behind (see pace):
-// half the bounds, less a little for frame headers, so that a sender that
-// was let through just under it with one more message of up to half a
-// bound (max_queue_bytes is at least max_msg_size, by default twice it)
-// stays within the bound.
-func (h *hub) setPace(maxMsgs int, maxBytes int64) {
-	h.paceMsgs.Store(uint64(maxMsgs)/2 - uint64(maxMsgs)/64)
-	h.paceBytes.Store(maxBytes/2 - maxBytes/64)
-	// Scan at least every eighth of a bound, so that what the log keeps
-	// past the slowest follower does not look like a lag to pace.
-	h.scanMsgs = uint64(min(scanEveryMessages, max(maxMsgs/8, 1)))
-	h.scanEvery = min(scanEveryBytes, max(maxBytes/8, 1))
 }
 
 func (h *hub) now() int64 { return int64(time.Since(h.epoch)) }
@@ -470,154 +351,6 @@ func (h *hub) publish(e *entry) {
 	h.publishLocked(e)
 }
 
-// retire seals the shared segment frames go into, and its allocation: no
-// frame goes into either any more. The caller holds mu.
-func (h *hub) retire() {
-	g := h.seg
-	if g == nil {
-		return
-	}
-	if h.segUsed > 0 {
-		g.seal(h.head.Load(), h.segUsed)
-	}
-	a := g.arena
-	a.retired, a.end = true, h.head.Load()
-	if a.frames == 0 {
-		h.segHeld -= int64(a.size)
-	}
-	h.seg, h.segUsed = nil, 0
-	if a.escaped || a.size != h.segCap {
-		return
-	}
-	if len(h.recycleQ) == recycleKeep { // the oldest goes to the collector
-		copy(h.recycleQ, h.recycleQ[1:])
-		h.recycleQ = h.recycleQ[:recycleKeep-1]
-	}
-	h.recycleQ = append(h.recycleQ, a)
-}
-
-// recycle returns the oldest retired arena, of size c, emptied for new
-// frames, if no reader can still read its bytes (see arena); else nil.
-// The caller holds mu.
-func (h *hub) recycle(c int) *arena {
-	if len(h.recycleQ) == 0 {
-		return nil
-	}
-	a := h.recycleQ[0]
-	if a.size != c || a.escaped || h.escapes {
-		h.dropRecycled()
-		return nil
-	}
-	if a.frames > 0 || a.end > h.holdMin {
-		return nil
-	}
-	h.dropRecycled()
-	a.frames, a.retired, a.end = 0, false, 0
-	h.recycled++
-	return a
-}
-
-// retireSlab keeps the used-up newest slab for recycling. The caller holds
-// mu.
-func (h *hub) retireSlab() {
-	if h.slabBase == nil || h.escapes {
-		return
-	}
-	if len(h.slabQ) == slabKeep { // the oldest goes to the collector
-		copy(h.slabQ, h.slabQ[1:])
-		h.slabQ = h.slabQ[:slabKeep-1]
-	}
-	h.slabQ = append(h.slabQ, heldSlab{h.slabBase, h.head.Load()})
-	h.slabBase = nil
-}
-
-// recycleSlab makes the oldest retired slab, zeroed, the newest one, if no
-// reader can still hold one of its entries (as for arenas: out of the log,
-// before holdMin, nobody without an owner), and reports whether it did.
-// The caller holds mu.
-func (h *hub) recycleSlab() bool {
-	if len(h.slabQ) == 0 || h.escapes {
-		return false
-	}
-	q := h.slabQ[0]
-	if q.end > h.tail.Load() || q.end > h.holdMin {
-		return false
-	}
-	copy(h.slabQ, h.slabQ[1:])
-	h.slabQ[len(h.slabQ)-1] = heldSlab{}
-	h.slabQ = h.slabQ[:len(h.slabQ)-1]
-	h.retireSlab()
-	clear(q.s)
-	h.slab, h.slabBase = q.s, q.s
-	h.recycledS++
-	return true
-}
-
-// forgetRecycling lets the arenas and slabs kept for recycling go to the
-// collector: the memory releaser (memrelease.go) calls it before it
-// collects, so that a bus that went quiet holds only what its log does.
-func (h *hub) forgetRecycling() {
-	h.mu.Lock()
-	h.recycleQ, h.slabQ = nil, nil
-	h.mu.Unlock()
-}
-
-// dropRecycled takes the oldest arena out of recycleQ.
-func (h *hub) dropRecycled() {
-	copy(h.recycleQ, h.recycleQ[1:])
-	h.recycleQ[len(h.recycleQ)-1] = nil
-	h.recycleQ = h.recycleQ[:len(h.recycleQ)-1]
-}
-
-// heldDeparted returns the smaller of m and the oldest frame a reader of a
-// follower that left the log may still read (followerOwner.holds), and
-// forgets the departed ones that hold none any more. With what trim's scan
-// finds for the followers in the log, that is the oldest frame any reader
-// may still read (holdMin). Every later reader holds no less: a reader
-// never goes back before what it reported, and one that joins later reads
-// from the head on. So whatever is before it and out of the log may be
-// recycled. The caller holds mu.
-func (h *hub) heldDeparted(m uint64) uint64 {
-	for f := range h.departed {
-		if x := f.owner.holds(); x != released {
-			m = min(m, x)
-		} else {
-			delete(h.departed, f)
-		}
-	}
-	h.dropDeparted()
-	return m
-}
-
-// forget takes f, whose reader now holds no frame (its owner's holds
-// reports released, for good), out of the departed followers, so that
-// nothing of a closed session is kept once its writer has ended, whether
-// or not anything is published after it.
-func (h *hub) forget(f *follower) {
-	h.mu.Lock()
-	if _, ok := h.departed[f]; ok {
-		delete(h.departed, f)
-		h.dropDeparted()
-	}
-	h.mu.Unlock()
-}
-
-// dropDeparted lets an empty departed map go: a map keeps the room it grew
-// to (a storm of closes), and a quiet bus should not. The caller holds mu.
-func (h *hub) dropDeparted() {
-	if len(h.departed) == 0 {
-		h.departed = nil
-	}
-}
-
-// departedCount is how many followers that left the log still wait for
-// their readers (the departed_writers gauge).
-func (h *hub) departedCount() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.departed)
-}
-
 // publishLocked appends e to the log, wakes the sleeping followers (or has
 // them woken) and unlocks mu.
 func (h *hub) publishLocked(e *entry) {
@@ -676,235 +409,6 @@ func (h *hub) publishLocked(e *entry) {
 		workers.start((*wakerTask)(h))
 	}
 	h.notifyCut(cut)
-}
-
-// signal gives f its wake-up token, once taken out of the sleepers (a token
-// that finds it awake makes it fetch once more, at worst in vain), and
-// reports whether the waker must come back to f (owner.wake, wakeHow).
-func (f *follower) signal(how wakeHow) bool {
-	if f.owner != nil {
-		return f.owner.wake(how)
-	}
-	select {
-	case f.wake <- struct{}{}:
-	default:
-	}
-	return false
-}
-
-// wakerRounds is how many times in a row the waker serves one follower
-// (wakeAgain: a session's batch written by the waker) before handing it
-// on (wakeHandOff: its own writer goroutine).
-const wakerRounds = 4
-
-// wakeSleepers is the waker: it wakes, outside the lock, every follower
-// that sleeps at a cursor the log has passed, as long as there are such,
-// then ends. Followers that went to sleep at the head stay asleep: the next
-// publish wakes them (or a waker, when it comes while one runs). A
-// follower may ask to be served again (a session whose batch the waker
-// wrote, in case more came meanwhile): the waker comes back to it in its
-// next round, with the newly due sleepers, up to wakerRounds times. So
-// with many sessions one goroutine writes to all that take their batches
-// at once, one batch each in turn, instead of one goroutine each.
-func (h *hub) wakeSleepers() {
-	type pending struct {
-		f      *follower
-		rounds int
-	}
-	var again, next []pending
-	for {
-		h.mu.Lock()
-		head := h.head.Load()
-		due := h.wakeBuf[:0]
-		h.wakeBuf = nil
-		keep := h.sleepers[:0]
-		for _, f := range h.sleepers {
-			if f.sleepAt < head {
-				f.sleepIdx = -1
-				due = append(due, f)
-			} else {
-				f.sleepIdx = len(keep)
-				keep = append(keep, f)
-			}
-		}
-		clear(h.sleepers[len(keep):])
-		h.sleepers = keep
-		if len(due) == 0 && len(again) == 0 {
-			h.waking = false
-			h.wakeBuf = due
-			h.mu.Unlock()
-			return
-		}
-		h.mu.Unlock()
-		serve := due
-		if len(due) > wakerShare && runtime.GOMAXPROCS(0) > 1 {
-			// More than one waker's share, and more than one P to write
-			// with: helpers take the rest.
-			for k := wakerShare; k < len(due); k += wakerShare {
-				go serveWoken(slices.Clone(due[k:min(k+wakerShare, len(due))]))
-			}
-			serve = due[:wakerShare]
-		}
-		next = next[:0]
-		for _, f := range serve {
-			if f.signal(wakeInline) {
-				next = append(next, pending{f, 1})
-			}
-		}
-		for _, p := range again {
-			switch {
-			case p.rounds >= wakerRounds:
-				p.f.signal(wakeHandOff)
-			case p.f.signal(wakeAgain):
-				next = append(next, pending{p.f, p.rounds + 1})
-			}
-		}
-		clear(due)
-		clear(again)
-		again, next = next, again
-		h.mu.Lock()
-		if h.wakeBuf == nil {
-			h.wakeBuf = due
-		}
-		h.mu.Unlock()
-	}
-}
-
-// wakerShare is how many woken followers one waker serves at a time when
-// more than one P can run: a helper (serveWoken) takes each further share.
-const wakerShare = 1024
-
-// serveWoken is a helper of the waker: it wakes fs, taken out of the
-// sleepers, and serves those that ask for it again, as the waker does.
-func serveWoken(fs []*follower) {
-	n := 0
-	for _, f := range fs {
-		if f.signal(wakeInline) {
-			fs[n] = f
-			n++
-		}
-	}
-	for rounds := 1; n > 0; rounds++ {
-		fs, n = fs[:n], 0
-		for _, f := range fs {
-			if rounds >= wakerRounds {
-				f.signal(wakeHandOff)
-			} else if f.signal(wakeAgain) {
-				fs[n] = f
-				n++
-			}
-		}
-		clear(fs[n:])
-	}
-}
-
-// held returns the bytes the log holds, total being the cumulative bytes
-// published: its frames, with whole shared segments in place of the frames
-// in them, plus the compressed copies. The caller holds mu.
-func (h *hub) held(total int64) int64 {
-	return total - h.tailBytes - h.segFrames + h.segHeld + h.extra.Load()
-}
-
-// takeCut returns the followers cutBehind cut; the caller holds mu.
-func (h *hub) takeCut() []*follower {
-	if len(h.cutNow) == 0 {
-		return nil
-	}
-	cut := h.cutNow
-	h.cutNow = nil
-	return cut
-}
-
-// notifyCut tells cut followers, outside the lock.
-func (h *hub) notifyCut(cut []*follower) {
-	for _, f := range cut {
-		if f.owner != nil {
-			f.owner.onCut()
-		}
-	}
-}
-
-// trim releases entries nobody needs and entries beyond the bounds, always
-// keeping the newest; now is the hub time. The caller holds mu.
-func (h *hub) trim(head uint64, now int64) {
-	total := h.bytes.Load()
-	if head-h.scanHead >= h.scanMsgs || total-h.scanBytes >= h.scanEvery {
-		// One walk for the oldest cursor and, while recycling is on, the
-		// oldest frame a session's writer may still read (heldDeparted).
-		m, held := head, head
-		recycling := !h.escapes
-		for _, f := range h.followers {
-			if c := f.cursor.Load(); c < m {
-				m = c
-			}
-			if recycling && f.owner != nil {
-				held = min(held, f.owner.holds())
-			}
-		}
-		h.minCursor, h.scanHead, h.scanBytes = m, head, total
-		if recycling {
-			h.holdMin = h.heldDeparted(held)
-		}
-	}
-	tail := h.tail.Load()
-	if tail+1 >= head {
-		return
-	}
-	r := h.ring.Load()
-	start := tail
-	forced := false
-	for tail+1 < head {
-		if tail >= h.minCursor {
-			if head-tail <= h.maxMsgs && h.held(total) <= h.maxBytes {
-				break // within the bounds
-			}
-			forced = true // some follower may still need it
-		}
-		slot := &r.slots[tail&r.mask]
-		e := slot.Load()
-		h.tailBytes = e.end
-		h.tailBytesA.Store(e.end)
-		if g := e.seg; g != nil && g.shared {
-			h.segFrames -= e.size
-			a := g.arena
-			a.frames--
-			if a.frames == 0 && a.retired { // its last frame: the allocation goes
-				h.segHeld -= int64(a.size)
-			}
-		}
-		if c := e.extra.Swap(-1); c > 0 {
-			h.extra.Add(-c)
-		}
-		slot.Store(nil)
-		tail++
-	}
-	if tail != start {
-		h.tail.Store(tail)
-	}
-	if forced && (head-h.cutHead >= cutScanMessages || now-h.cutAt >= int64(cutScanInterval)) {
-		h.cutBehind(tail, head, total, now)
-	}
-}
-
-// cutBehind takes the followers whose cursor is below tail (their next entry
-// is gone) out of the log and queues them for owner.onCut; it rescans the minimum
-// cursor of the others on the way. The caller holds mu.
-func (h *hub) cutBehind(tail, head uint64, total, now int64) {
-	m := head
-	for i := 0; i < len(h.followers); {
-		f := h.followers[i]
-		c := f.cursor.Load()
-		if c >= tail || !f.cuts {
-			m = min(m, c)
-			i++
-			continue
-		}
-		h.removeAt(i)
-		f.cut.Store(true)
-		h.cutNow = append(h.cutNow, f)
-	}
-	h.minCursor, h.scanHead, h.scanBytes = m, head, total
-	h.cutHead, h.cutAt = head, now
 }
 
 // countCompressed counts, once per entry and form, the compressed copy of e
@@ -1116,78 +620,4 @@ func (h *hub) retained() (msgs uint64, size int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.head.Load() - h.tail.Load(), h.held(h.bytes.Load())
-}
-
-// Pacing. The publisher never waits, but a sender's reader may. A client
-// that reads as fast as it can still falls behind a sender that writes
-// faster than the bus can copy to everyone, and with small bounds it was cut
-// like a stalled one (issue 9: three clients cut in one millisecond). So,
-// after relaying a frame, a socket sender's reader checks whether the log is
-// more than half a bound long (a few atomic loads); only then does it look
-// at the followers (pressured) and wait, in paceStep sleeps, while some
-// session is that far behind and still draining (its cursor moved within
-// paceFresh): at most paceMin per frame, or the frame's size at paceRate
-// when that is longer, so that a client draining at paceRate or faster
-// keeps up with any sender, and one that drains slower cannot hold the
-// senders below that. TCP then slows the sender to what the clients take.
-// A session that far behind whose cursor has not moved for stallAfter (a
-// tenth of write_timeout) is cut there and then: it reads nothing, and would
-// otherwise pin its kernel buffer and its part of the log until
-// write_timeout. So a client that reads nothing slows the senders for at
-// most paceFresh, once.
-const (
-	paceFresh = 100 * time.Millisecond
-	paceStep  = 200 * time.Microsecond
-	paceMin   = 2 * time.Millisecond
-	paceRate  = 16 << 20 // bytes per second
-)
-
-// pace is called by a socket sender's reader after it relayed a frame of
-// size bytes.
-func (h *hub) pace(size int) {
-	if h.head.Load()-h.tail.Load() <= h.paceMsgs.Load() &&
-		h.bytes.Load()-h.tailBytesA.Load()+h.extra.Load() <= h.paceBytes.Load() {
-		return
-	}
-	limit := max(paceMin, time.Duration(int64(size)*int64(time.Second)/h.rate.Load()))
-	for waited := time.Duration(0); waited < limit; waited += paceStep {
-		cut, busy := h.pressured()
-		h.notifyCut(cut)
-		if !busy {
-			return
-		}
-		time.Sleep(paceStep)
-	}
-}
-
-// pressured reports whether a session more than half a bound behind is
-// still draining, and cuts those that are that far behind and
-// made no progress for stallAfter.
-func (h *hub) pressured() (cut []*follower, busy bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	now, head, total := h.now(), h.head.Load(), h.bytes.Load()
-	pm, pb, stall, fresh := h.paceMsgs.Load(), h.paceBytes.Load(), h.stallAfter.Load(), h.freshFor.Load()
-	extra := h.extra.Load() // the compressed copies count against the bound too
-	for i := 0; i < len(h.followers); {
-		f := h.followers[i]
-		if c := f.cursor.Load(); f.paces && (head-c > pm || total-f.fetched.Load()+extra > pb) {
-			if c != f.seenCursor || f.seenAt == 0 {
-				f.seenCursor, f.seenAt = c, now
-			}
-			idle := now - f.seenAt
-			if stall > 0 && idle > stall && f.cuts {
-				h.removeAt(i)
-				f.stalled.Store(true)
-				f.cut.Store(true)
-				cut = append(cut, f)
-				continue
-			}
-			if idle < fresh {
-				busy = true
-			}
-		}
-		i++
-	}
-	return cut, busy
 }
