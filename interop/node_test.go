@@ -36,6 +36,11 @@ func TestNodeClient(t *testing.T) {
 		{"on", "on", ws.AcceptOptions{EnableCompression: true}},
 		{"on-takeover", "on", ws.AcceptOptions{EnableCompression: true, AllowClientContextTakeover: true}},
 		{"w10", "w10", ws.AcceptOptions{EnableCompression: true}},
+		// The server compresses against a context of its own (RFC 7692
+		// context takeover), with a 32 KiB window and with the peer's 10 bits
+		// (where it keeps none).
+		{"on-context", "on", ws.AcceptOptions{EnableCompression: true, Compression: ws.CompressionOptions{Context: 8192}}},
+		{"w10-context", "w10", ws.AcceptOptions{EnableCompression: true, Compression: ws.CompressionOptions{Context: 8192}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -37,6 +37,11 @@ func TestWebsocketsClient(t *testing.T) {
 		{"on", "on", ws.AcceptOptions{EnableCompression: true}},
 		{"on-takeover", "on", ws.AcceptOptions{EnableCompression: true, AllowClientContextTakeover: true}},
 		{"w10", "w10", ws.AcceptOptions{EnableCompression: true}},
+		// The server compresses against a context of its own (RFC 7692
+		// context takeover), with a 32 KiB window and with the peer's 10 bits
+		// (where it keeps none).
+		{"on-context", "on", ws.AcceptOptions{EnableCompression: true, Compression: ws.CompressionOptions{Context: 8192}}},
+		{"w10-context", "w10", ws.AcceptOptions{EnableCompression: true, Compression: ws.CompressionOptions{Context: 8192}}},
 		{"server-off", "on", ws.AcceptOptions{}},
 		{"upgradeconn", "on", ws.AcceptOptions{EnableCompression: true}},
 	} {

@@ -27,9 +27,10 @@ type AcceptOptions struct {
 	CheckOrigin func(r *http.Request) bool
 
 	// EnableCompression negotiates permessage-deflate (RFC 7692) with
-	// clients that offer it. The server always asks for
-	// server_no_context_takeover, so that every compressed message stands
-	// alone and one compressed PreparedMessage serves every connection.
+	// clients that offer it. The server asks for server_no_context_takeover
+	// unless Compression.Context is set, so that every compressed message
+	// stands alone and one compressed PreparedMessage serves every
+	// connection.
 	EnableCompression bool
 	// AllowClientContextTakeover lets clients compress with context
 	// takeover (better ratio for them, 32 KiB of inflate window kept per
@@ -37,7 +38,8 @@ type AcceptOptions struct {
 	// for when the client allows it.
 	AllowClientContextTakeover bool
 	// Compression sets the level and the size threshold of messages the
-	// server compresses.
+	// server compresses, and the context it keeps where the client allows
+	// (CompressionOptions.Context).
 	Compression CompressionOptions
 
 	// MaxMessageSize limits the size of a received message, after
@@ -205,7 +207,8 @@ func negotiate(r *http.Request, opts *AcceptOptions) ([]byte, connConfig, *hands
 	ext := ""
 	if opts.EnableCompression {
 		resp, params, ok := handshake.NegotiateDeflateServer(req.Extensions, handshake.DeflateServerPolicy{
-			RequireServerNoContextTakeover: true,
+			RequireServerNoContextTakeover: opts.Compression.Context <= 0,
+			ServerContextFullWindow:        true,
 			AllowClientContextTakeover:     opts.AllowClientContextTakeover,
 		})
 		if ok {

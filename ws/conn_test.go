@@ -622,3 +622,45 @@ func TestClosedConnDropsReadBuffer(t *testing.T) {
 		}
 	}
 }
+
+// TestAcceptCompressionContext: a server with Compression.Context lets the
+// client's decompressor keep its window (no server_no_context_takeover in
+// the answer) and writes broadcasts compressed against its context, which
+// the client reads back whole; without it the answer has
+// server_no_context_takeover, as before.
+func TestAcceptCompressionContext(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	msgs := ovosLike(rng, 200)
+	for _, window := range []int{0, 4096} {
+		srvConn := make(chan *Conn, 1)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c, err := Accept(w, r, &AcceptOptions{EnableCompression: true, Compression: CompressionOptions{Context: window}})
+			if err == nil {
+				srvConn <- c
+			}
+		}))
+		c := dialT(t, "ws"+strings.TrimPrefix(srv.URL, "http"), &DialOptions{EnableCompression: true})
+		s := <-srvConn
+		if got := c.Deflate().ServerNoContextTakeover; got != (window == 0) {
+			t.Fatalf("context %d: server_no_context_takeover %v", window, got)
+		}
+		pms := make([]*PreparedMessage, len(msgs))
+		for i, m := range msgs {
+			pms[i], _ = NewPreparedMessage(OpText, m, CompressionOptions{})
+		}
+		ctx := context.Background()
+		go func() {
+			for i := 0; i < len(pms); i += 7 {
+				s.WritePreparedBatch(ctx, pms[i:min(i+7, len(pms))])
+			}
+		}()
+		for i, m := range msgs {
+			_, p, err := c.ReadMessage(ctx)
+			if err != nil || !bytes.Equal(p, m) {
+				t.Fatalf("context %d, message %d: %q, %v", window, i, p, err)
+			}
+		}
+		s.CloseNow()
+		srv.Close()
+	}
+}

@@ -153,12 +153,13 @@ func TestDeflateMatrix(t *testing.T) {
 		{ServerMaxWindowBits: 12, ServerNoContextTakeover: true},
 	}
 	sizes := []int{0, 16, 64, 127, 128, 256, 1024, 4096, 8192, 16384, 32768, 65536, 131072}
-	for pi, dp := range params {
+	for i := range len(params) * 2 {
+		pi, dp, context := i%len(params), params[i%len(params)], (i/len(params))*4096
 		for _, level := range []int{0, 5, 9, -2} {
-			if level == 9 && pi%4 != 0 {
+			if level == 9 && (pi%4 != 0 || context > 0) {
 				continue // slow
 			}
-			co := CompressionOptions{Level: level, Threshold: 64}
+			co := CompressionOptions{Level: level, Threshold: 64, Context: context}
 			c := NewProtocol(Config{Role: RoleClient, Deflate: &dp, Compression: co})
 			s := NewProtocol(Config{Role: RoleServer, Deflate: &dp, Compression: co})
 			for round := 0; round < 2; round++ {
@@ -179,10 +180,10 @@ func TestDeflateMatrix(t *testing.T) {
 						}
 						res := feed(t, dir.to, wire, func() int { return 1 + rng.IntN(3000) })
 						if res.err != nil {
-							t.Fatalf("params %d %+v level %d size %d: %v", pi, dp, level, n, res.err)
+							t.Fatalf("params %d %+v level %d context %d size %d: %v", pi, dp, level, context, n, res.err)
 						}
 						if len(res.events) != 1 || res.events[0].Data != string(msg) || res.events[0].Op != op {
-							t.Fatalf("params %+v level %d size %d: payload differs", dp, level, n)
+							t.Fatalf("params %+v level %d context %d size %d: payload differs", dp, level, context, n)
 						}
 					}
 				}
@@ -427,5 +428,82 @@ func TestInflateMeasured(t *testing.T) {
 		if res.err != nil || len(res.events) != 1 || res.events[0].Data != string(msg) {
 			t.Fatalf("message %d with context takeover: %d events, %v", i, len(res.events), res.err)
 		}
+	}
+}
+
+// ovosLike returns n OVOS-shaped JSON messages of a few kinds, sizes of a
+// few hundred bytes: what a bus relays most.
+func ovosLike(rng *rand.Rand, n int) [][]byte {
+	kinds := []string{
+		`{"type": "recognizer_loop:utterance", "data": {"utterances": ["what time is it %d"], "lang": "en-us"}, "context": {"source": "audio", "destination": ["skills"], "session": {"session_id": "default", "lang": "en-us"}}}`,
+		`{"type": "speak", "data": {"utterance": "It is %d minutes past ten.", "expect_response": false, "meta": {"skill": "skill-date-time.openvoiceos"}}, "context": {"source": ["skills"], "destination": "audio", "session": {"session_id": "default"}}}`,
+		`{"type": "mycroft.skill.handler.start", "data": {"name": "TimeSkill.handle_query_time", "id": %d}, "context": {"skill_id": "skill-date-time.openvoiceos", "session": {"session_id": "default"}}}`,
+		`{"type": "ovos.common_play.status", "data": {"state": %d, "media_type": "music", "position": 12345}, "context": {"source": "ocp", "session": {"session_id": "default"}}}`,
+	}
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = []byte(fmt.Sprintf(kinds[rng.IntN(len(kinds))], rng.IntN(100000)))
+	}
+	return out
+}
+
+// TestCompressionContext: a server keeping a context (CompressionOptions.
+// Context) compresses each message against the bytes of the compressed
+// messages before it, its own and prepared ones alike, holds no compressor
+// and at most Context bytes between messages, and a client decodes every
+// message; the same messages take fewer bytes than without a context.
+func TestCompressionContext(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	msgs := ovosLike(rng, 400)
+	wire := func(context int) (int, *Protocol) {
+		dp := DeflateParams{ServerNoContextTakeover: context == 0} // as Accept negotiates it
+		s := NewProtocol(Config{Role: RoleServer, Deflate: &dp, Compression: CompressionOptions{Context: context}})
+		c := NewProtocol(Config{Role: RoleClient, Deflate: &dp})
+		total := 0
+		for i, m := range msgs {
+			var f []byte
+			var err error
+			switch i % 3 {
+			case 0:
+				f, err = s.AppendMessage(nil, OpText, m)
+			case 1: // a broadcast: compressed for this connection when it keeps a context
+				pm, _ := NewPreparedMessage(OpText, m, CompressionOptions{})
+				if s.fl.contextual() {
+					f, err = s.appendContextFrame(nil, pm)
+				} else {
+					f, err = s.PreparedFrame(pm)
+				}
+			case 2: // the shared, context-free frame: joins the context all the same
+				pm, _ := NewPreparedMessage(OpText, m, CompressionOptions{})
+				f, err = s.PreparedFrame(pm)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += len(f)
+			res := feed(t, c, f, func() int { return 1 + rng.IntN(500) })
+			if res.err != nil || len(res.events) != 1 || res.events[0].Data != string(m) {
+				t.Fatalf("context %d, message %d: %+v", context, i, res)
+			}
+			if s.fl.w != nil || len(s.fl.ctx) > context {
+				t.Fatalf("context %d: a compressor kept (%v) or %d bytes of context", context, s.fl.w != nil, len(s.fl.ctx))
+			}
+		}
+		return total, s
+	}
+	plain, _ := wire(0)
+	small, s := wire(4096)
+	if len(s.fl.ctx) != 4096 {
+		t.Fatalf("context holds %d bytes, want 4096", len(s.fl.ctx))
+	}
+	if small >= plain*3/4 {
+		t.Fatalf("%d bytes with a 4 KiB context, %d without: not a quarter less", small, plain)
+	}
+	t.Logf("%d messages: %d bytes without a context, %d with 4 KiB", len(msgs), plain, small)
+	// A peer that limits the window gets no context: a dictionary could
+	// reach past it.
+	w := NewProtocol(Config{Role: RoleServer, Deflate: &DeflateParams{ServerMaxWindowBits: 12}, Compression: CompressionOptions{Context: 4096}})
+	if w.fl.contextual() || w.fl.takeover {
+		t.Fatal("a context with server_max_window_bits 12")
 	}
 }

@@ -49,11 +49,13 @@
 // # permessage-deflate
 //
 // Offered and accepted when EnableCompression is set (DialOptions,
-// AcceptOptions). A server always asks for server_no_context_takeover, so
-// that one compressed PreparedMessage serves every client. Inflation is
-// bounded: a compressed message that would inflate past MaxMessageSize is
-// refused with 1009 before it is inflated into memory, so a deflate bomb
-// costs only its compressed bytes (ExampleDialOptions_compression).
+// AcceptOptions). A server asks for server_no_context_takeover, so that one
+// compressed PreparedMessage serves every client, unless
+// CompressionOptions.Context keeps a bounded context per connection for
+// better compression of small, repetitive messages. Inflation is bounded: a
+// compressed message that would inflate past MaxMessageSize is refused with
+// 1009 before it is inflated into memory, so a deflate bomb costs only its
+// compressed bytes (ExampleDialOptions_compression).
 //
 // # Layers
 //

@@ -200,8 +200,25 @@ func (p *Protocol) PreparedFrame(m *PreparedMessage) ([]byte, error) {
 		return m.plain, nil
 	}
 	f := m.FrameWindow(p.fl.bits)
-	if p.fl.takeover {
+	switch {
+	case p.fl.contextual():
+		p.fl.addContext(m.Payload()) // the peer inflates it into its window
+	case p.fl.takeover:
 		p.fl.resetCompressor()
 	}
 	return f, nil
+}
+
+// appendContextFrame appends m's frame for a connection that compresses
+// with a context (CompressionOptions.Context): its payload compressed
+// against that context, which it then joins. The caller checked that
+// the Protocol is contextual and m compressible.
+func (p *Protocol) appendContextFrame(dst []byte, m *PreparedMessage) ([]byte, error) {
+	if err := p.canSendData(); err != nil {
+		return dst, err
+	}
+	if p.outOpen {
+		return dst, errStreamOpen
+	}
+	return p.fl.appendCompressed(dst, m.op, m.Payload(), false)
 }

@@ -199,8 +199,18 @@ func (c *Conn) writePreparedLocked(ms []*PreparedMessage) error {
 	one := c.wbuf
 	bufs := c.bufs[:0]
 	c.pmu.Lock()
+	contextual := c.p.fl != nil && c.p.fl.contextual()
 	for _, m := range ms {
-		f, err := c.p.PreparedFrame(m)
+		var f []byte
+		var err error
+		if contextual && m.compressible() {
+			// Compressed for this connection, into the encode buffer.
+			start := len(c.wbuf)
+			c.wbuf, err = c.p.appendContextFrame(c.wbuf, m)
+			f = c.wbuf[start:]
+		} else {
+			f, err = c.p.PreparedFrame(m)
+		}
 		if err != nil {
 			c.pmu.Unlock()
 			clear(bufs)

@@ -148,7 +148,10 @@ async function client(a) {
   }
   check(c.pongs[0] === 'node ping', `ping: pong payload '${c.pongs[0]}'`);
   ok('ping');
-  const burst = Array.from({ length: BURST }, (_, i) => `burst ${i} \u2713`);
+  // OVOS-shaped, over the compression threshold (see peerlib.burst_message).
+  const burst = Array.from({ length: BURST }, (_, i) =>
+    `{"type": "speak", "data": {"utterance": "burst ${i} \u2713", "expect_response": false}, ` +
+    `"context": {"source": ["skills"], "destination": "audio", "session": {"session_id": "default"}}}`);
   for (const m of burst) c.ws.send(m);
   for (const m of burst) {
     const got = await c.next();

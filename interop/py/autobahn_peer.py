@@ -140,7 +140,7 @@ async def client(a):
     got = await asyncio.wait_for(st.pongs.get(), 5)
     P.check(got == b"autobahn ping", "ping: pong payload %r" % got)
     P.ok("ping")
-    burst = [("burst %d \u2713" % i).encode() for i in range(P.BURST)]
+    burst = [P.burst_message(i).encode() for i in range(P.BURST)]
     for m in burst:
         proto.sendMessage(m, False)
     for m in burst:

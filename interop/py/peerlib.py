@@ -26,6 +26,15 @@ import sys
 FRAGMENT = 64 * 1024
 BURST = 500  # small messages sent before reading their echoes
 
+
+def burst_message(i):
+    # An OVOS-shaped message of about 200 bytes: over the compression
+    # threshold, so that a server that compresses against a context of its
+    # own (RFC 7692 context takeover) sends 500 messages that refer back
+    # into each other.
+    return ('{"type": "speak", "data": {"utterance": "burst %d \u2713", "expect_response": false}, '
+            '"context": {"source": ["skills"], "destination": "audio", "session": {"session_id": "default"}}}' % i)
+
 TEXT = "hello, \u2713 w\u00f6rld \U0001f600"
 BINARY = bytes(range(256))
 

@@ -79,7 +79,7 @@ async def client(a):
     await roundtrip(ws, P.BINARY, "binary")
     await asyncio.wait_for(await ws.ping(b"py ping"), 5)
     P.ok("ping")
-    burst = ["burst %d \u2713" % i for i in range(P.BURST)]
+    burst = [P.burst_message(i) for i in range(P.BURST)]
     for m in burst:
         await ws.send(m)
     for m in burst:

@@ -43,6 +43,11 @@ type DeflateServerPolicy struct {
 	// 7692 §7.1.1.1). The bus sets it so that one compressed frame, made
 	// without context, can be sent to every client.
 	RequireServerNoContextTakeover bool
+	// ServerContextFullWindow, for a server that takes over context only
+	// with the full 32 KiB window (its context is a dictionary of up to
+	// that much), answers with server_no_context_takeover to an offer that
+	// limits server_max_window_bits below 15.
+	ServerContextFullWindow bool
 	// AllowClientContextTakeover lets the client keep its LZ77 window
 	// between messages, so the server must keep one decompressor window
 	// (32 KiB) per connection. When false the server answers with
@@ -151,7 +156,8 @@ func NegotiateDeflateServer(offers []Extension, pol DeflateServerPolicy) (resp s
 			continue
 		}
 		params = DeflateParams{
-			ServerNoContextTakeover: o.serverNoCtx || pol.RequireServerNoContextTakeover,
+			ServerNoContextTakeover: o.serverNoCtx || pol.RequireServerNoContextTakeover ||
+				pol.ServerContextFullWindow && o.serverMaxBits != 0 && o.serverMaxBits < 15,
 			ClientNoContextTakeover: o.clientNoCtx || !pol.AllowClientContextTakeover,
 			ServerMaxWindowBits:     o.serverMaxBits,
 			ClientMaxWindowBits:     o.clientMaxBits,

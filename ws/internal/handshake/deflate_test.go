@@ -17,6 +17,9 @@ func mustParse(t *testing.T, s string) []Extension {
 
 var busPolicy = DeflateServerPolicy{RequireServerNoContextTakeover: true}
 
+// contextPolicy is a server's that keeps a context (CompressionOptions.Context).
+var contextPolicy = DeflateServerPolicy{ServerContextFullWindow: true}
+
 func TestNegotiateDeflateServer(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -89,6 +92,17 @@ func TestNegotiateDeflateServer(t *testing.T) {
 			DeflateServerPolicy{MinServerMaxWindowBits: 15}, false, "", DeflateParams{}},
 		{"policy minimum, no window asked", "permessage-deflate",
 			DeflateServerPolicy{MinServerMaxWindowBits: 15, AllowClientContextTakeover: true}, true, "permessage-deflate", DeflateParams{}},
+		{"context policy, bare offer", "permessage-deflate; client_max_window_bits", contextPolicy, true,
+			"permessage-deflate; client_no_context_takeover", DeflateParams{ClientNoContextTakeover: true}},
+		{"context policy, full window asked", "permessage-deflate; server_max_window_bits=15", contextPolicy, true,
+			"permessage-deflate; client_no_context_takeover; server_max_window_bits=15",
+			DeflateParams{ClientNoContextTakeover: true, ServerMaxWindowBits: 15}},
+		{"context policy, smaller window asked", "permessage-deflate; server_max_window_bits=10", contextPolicy, true,
+			"permessage-deflate; server_no_context_takeover; client_no_context_takeover; server_max_window_bits=10",
+			DeflateParams{ServerNoContextTakeover: true, ClientNoContextTakeover: true, ServerMaxWindowBits: 10}},
+		{"context policy, no context asked", "permessage-deflate; server_no_context_takeover", contextPolicy, true,
+			"permessage-deflate; server_no_context_takeover; client_no_context_takeover",
+			DeflateParams{ServerNoContextTakeover: true, ClientNoContextTakeover: true}},
 		{"other extension first", "x-foo; bar, permessage-deflate", busPolicy, true,
 			"permessage-deflate; server_no_context_takeover; client_no_context_takeover",
 			DeflateParams{ServerNoContextTakeover: true, ClientNoContextTakeover: true}},
