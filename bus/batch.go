@@ -74,7 +74,7 @@ func (c *session) selectBatch(wb *writeBatch) {
 		} else if e.route != nil && c.routed() && !e.route.delivers(c.id) {
 			continue // another routed client's private frame
 		}
-		if c.windowBits >= 0 {
+		if c.windowBits >= 0 && !c.ownDeflate {
 			c.s.hub.countCompressed(e, int(c.windowBits))
 		}
 		wb.pms = append(wb.pms, e.pm)

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -173,11 +175,12 @@ func TestStalledClientCutEarly(t *testing.T) {
 	send(t, sender, ws.OpText, ok)
 }
 
-// TestCompressedCopiesCounted (issue 10 item 5): the compressed copies the
-// writers of deflate clients make count in the log's bytes (and so against
-// max_queue_bytes and in ovbus_log_bytes), and leave with their entries.
+// TestCompressedCopiesCounted: the shared compressed copies the writers of
+// deflate clients without a context make count in the log's bytes (and so
+// against max_queue_bytes and in ovbus_log_bytes), and leave with their
+// entries.
 func TestCompressedCopiesCounted(t *testing.T) {
-	s, url := testServer(t, Options{})
+	s, url := testServer(t, Options{CompressionContext: -1})
 	hold := s.Follow(FollowOptions{Name: "hold"}) // keeps the entries in the log
 	defer hold.Close()
 	c := dial(t, url, &ws.DialOptions{EnableCompression: true})
@@ -292,4 +295,53 @@ func TestBoundCutsABlockedWrite(t *testing.T) {
 	if ci.Reason != reasonSlowConsumer || ci.Detail != "queue limit, write blocked" || ci.Code != 0 {
 		t.Fatalf("closed with %+v", ci)
 	}
+}
+
+// TestDeflateClientsWithContext: by default a deflate client that allows
+// it gets its messages compressed for it, against the context of what it
+// was sent (fewer bytes than the shared, context-free frames), every one
+// intact; nothing of that is shared, so nothing is counted in the log's
+// bytes.
+func TestDeflateClientsWithContext(t *testing.T) {
+	s, url := testServer(t, Options{})
+	var wire atomic.Int64
+	c := dial(t, url, &ws.DialOptions{EnableCompression: true, NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{nc, &wire}, nil
+	}})
+	if p := c.Deflate(); p == nil || p.ServerNoContextTakeover {
+		t.Fatalf("deflate %+v, want context takeover by the server", p)
+	}
+	var plain int64
+	for i := range 200 {
+		m := []byte(fmt.Sprintf(`{"type":"speak","data":{"utterance":"it is %d past ten","expect_response":false},"context":{"source":["skills"],"destination":"audio","session":{"session_id":"default","lang":"en-us"}}}`, i))
+		if err := s.Publish(ws.OpText, m, ""); err != nil {
+			t.Fatal(err)
+		}
+		if op, b := read(t, c); op != ws.OpText || !bytes.Equal(b, m) {
+			t.Fatalf("message %d: %v %q", i, op, b)
+		}
+		plain += int64(len(m))
+	}
+	if x := s.hub.extra.Load(); x != 0 {
+		t.Fatalf("%d bytes of shared compressed copies counted for clients that compress with a context", x)
+	}
+	if w := wire.Load(); w*4 > plain {
+		t.Fatalf("%d bytes on the wire for %d bytes of messages: not a quarter", w, plain)
+	}
+}
+
+// countingConn counts the bytes read from a connection.
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }

@@ -29,6 +29,9 @@ const (
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultShutdownTimeout  = 5 * time.Second
 	DefaultSendBuffer       = 256 << 10
+	// DefaultCompressionContext is 4 KiB: a few OVOS messages, most of
+	// the gain of the full 32 KiB window at a fraction of its cost.
+	DefaultCompressionContext = 4 << 10
 	// DefaultMaxConnections is the ceiling of clients when the open-file
 	// limit is not known; otherwise it is that limit minus
 	// ConnectionReserve.
@@ -183,6 +186,16 @@ type Options struct {
 	DisableCompression bool `ovbus:"compression,restart"`
 	// Compression sets the deflate level and threshold (zero: ws defaults).
 	Compression ws.CompressionOptions `ovbus:"compression,restart"`
+	// CompressionContext is how many bytes of what a deflate client was
+	// sent its next messages are compressed against, where the client
+	// allows it (context takeover, ws.CompressionOptions.Context): small,
+	// repetitive OVOS messages take a fraction of the bytes, for this many
+	// bytes kept per such client and a compression per client and message
+	// instead of one per message (bench/cmd/deflatemix measures both). 0
+	// means DefaultCompressionContext; a negative value compresses each
+	// message once for every deflate client, without context. Apply
+	// changes it for new connections.
+	CompressionContext int `ovbus:"compression_context,live"`
 
 	// MetricsAddress, when set, serves Prometheus metrics at /metrics on a
 	// listener of its own.
@@ -252,6 +265,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.HandshakeTimeout == 0 {
 		o.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if o.CompressionContext == 0 {
+		o.CompressionContext = DefaultCompressionContext
 	}
 	if o.SendBuffer == 0 {
 		o.SendBuffer = DefaultSendBuffer
@@ -343,6 +359,9 @@ func (o *Options) validate() error {
 	if o.MaxConnections < 0 {
 		bad("max_connections", "expected an integer greater than 0, got %d", o.MaxConnections)
 	}
+	if o.CompressionContext > 32<<10 {
+		bad("compression_context", "expected a number of bytes from 0 (none) to 32768 (the deflate window), got %d", o.CompressionContext)
+	}
 	if o.SendBuffer < 4096 || o.SendBuffer > 64<<20 {
 		bad("send_buffer", "expected a number of bytes from 4096 to %d, got %d", 64<<20, o.SendBuffer)
 	}
@@ -378,6 +397,14 @@ func (o *Options) validate() error {
 }
 
 // originAllowed reports whether an upgrade with this Origin is accepted.
+// acceptCompression is what a new connection compresses with: the
+// level and threshold, and the context kept per client.
+func (o *Options) acceptCompression() ws.CompressionOptions {
+	co := o.Compression
+	co.Context = max(o.CompressionContext, 0) // negative: none
+	return co
+}
+
 // cutGrace is how long a client that fell behind is given before it is
 // cut: a write blocked on it when its queue bound cut it gets this much
 // more (session.onCut), and a client half its bound behind that takes

@@ -326,7 +326,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, routeTok string
 			return ok
 		},
 		EnableCompression: !o.DisableCompression,
-		Compression:       o.Compression,
+		Compression:       o.acceptCompression(),
 		MaxMessageSize:    maxSize,
 		MaxFrameSize:      maxSize,
 		Budget:            s.inflight,
@@ -366,6 +366,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, routeTok string
 	c.wpend.Store(1)
 	if p := conn.Deflate(); p != nil {
 		c.windowBits = int32(p.ServerMaxWindowBits)
+		c.ownDeflate = !p.ServerNoContextTakeover // only with a context (Accept)
 	}
 	c.f.paces = true
 	// The client joins the log first, then gets the greeting, then its

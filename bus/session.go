@@ -114,13 +114,17 @@ type session struct {
 	// else -1 (under Server.mu).
 	//
 	// (The small fields are packed together, issue 13.)
-	wpend     atomic.Int32
-	rstate    atomic.Int32
-	wended    atomic.Bool
-	polled    atomic.Bool
-	sidx      int32
-	wdeadline int64 // Unix nanoseconds; 0: none set
-	rc        syscall.RawConn
+	wpend  atomic.Int32
+	rstate atomic.Int32
+	wended atomic.Bool
+	polled atomic.Bool
+	// ownDeflate: the client's deflate frames are compressed for it alone,
+	// against its context (Options.CompressionContext): nothing of its
+	// compression is shared, or counted in the log's bytes.
+	ownDeflate bool
+	sidx       int32
+	wdeadline  int64 // Unix nanoseconds; 0: none set
+	rc         syscall.RawConn
 }
 
 // The reader's states on the poll path.

@@ -31,6 +31,7 @@ var mutations = map[string]func(*Config){
 	"shutdown_timeout":         func(c *Config) { c.Bus.ShutdownTimeout += time.Second },
 	"close_frames_on_shutdown": func(c *Config) { c.Bus.CloseFramesOnShutdown = !c.Bus.CloseFramesOnShutdown },
 	"compression":              func(c *Config) { c.Bus.DisableCompression = !c.Bus.DisableCompression },
+	"compression_context":      func(c *Config) { c.Bus.CompressionContext = 1024 },
 	"metrics_address":          func(c *Config) { c.Bus.MetricsAddress = "127.0.0.1:9181" },
 	"allowed_origins":          func(c *Config) { c.Bus.AllowedOrigins = []string{"http://x"} },
 	"auth":                     func(c *Config) { c.Bus.Auth.Tokens = map[string]bus.Permissions{"t": {}} },

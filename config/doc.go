@@ -132,6 +132,9 @@
 //	                                                                                           reconnect after one (docs/protocol.md §8)
 //	compression               true                OVOS_BUS_COMPRESSION --compression  restart  permessage-deflate for clients that
 //	                                                                                           offer it
+//	compression_context       4096                OVOS_BUS_COMPRESSION_CONTEXT        live     bytes of earlier messages a deflate
+//	                                              --compression-context                        client's are compressed against (context
+//	                                                                                           takeover, where it allows); 0 for none
 //	metrics_address           "" (off)            OVOS_BUS_METRICS_ADDRESS            restart  host:port of a separate /metrics
 //	                                              --metrics-address                            listener, e.g. "127.0.0.1:9181"
 //	allowed_origins           [] (all)            OVOS_BUS_ALLOWED_ORIGINS            live     accepted Origin headers, '*' wildcard,

@@ -86,6 +86,8 @@ var keys = []key{
 		bus: func(o *bus.Options) any { return &o.CloseFramesOnShutdown }, doc: "send 1001 close frames on shutdown"},
 	{name: "compression", env: env1("OVOS_BUS_COMPRESSION"), flag: "compression", kind: kindNotBool,
 		bus: func(o *bus.Options) any { return &o.DisableCompression }, doc: "permessage-deflate for clients that offer it"},
+	{name: "compression_context", env: env1("OVOS_BUS_COMPRESSION_CONTEXT"), flag: "compression-context", kind: kindOffZero,
+		bus: func(o *bus.Options) any { return &o.CompressionContext }, doc: "bytes of context kept per deflate client (context takeover), 0 for none"},
 	{name: "metrics_address", env: env1("OVOS_BUS_METRICS_ADDRESS"), flag: "metrics-address", kind: kindString,
 		bus: func(o *bus.Options) any { return &o.MetricsAddress }, doc: "host:port for /metrics, empty for none"},
 	{name: "allowed_origins", env: env1("OVOS_BUS_ALLOWED_ORIGINS"), flag: "allowed-origins", kind: kindList,
@@ -333,6 +335,22 @@ var (
 		},
 		check: noCheck,
 		value: func(p any) any { return max(p.(*time.Duration).Seconds(), 0) },
+	}
+	// kindOffZero is a number, 0 or more, where 0 means "none": kept as
+	// a negative int in bus.Options, since the bus reads 0 as its default
+	// (compression_context).
+	kindOffZero = &kind{
+		arg: "N",
+		decode: func(v any, p any) error {
+			n, err := asInt(v, 0, math.MaxInt32, "a number, 0 or more")
+			if n == 0 {
+				n = -1
+			}
+			*p.(*int) = int(n)
+			return err
+		},
+		check: noCheck,
+		value: func(p any) any { return max(*p.(*int), 0) },
 	}
 	kindList = &kind{
 		arg:    "LIST",

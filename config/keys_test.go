@@ -33,6 +33,8 @@ func otherValue(t *testing.T, k *key) any {
 		return 3.5
 	case kindDrain:
 		return 0.0
+	case kindOffZero:
+		return int64(0)
 	case kindList:
 		return []any{"x"}
 	case kindAuth:
