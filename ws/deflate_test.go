@@ -507,3 +507,30 @@ func TestCompressionContext(t *testing.T) {
 		t.Fatal("a context with server_max_window_bits 12")
 	}
 }
+
+// BenchmarkCompressContext: compressing OVOS-shaped messages without a
+// context and against contexts of a few sizes (CompressionOptions.Context),
+// with the bytes each takes on the wire per message.
+func BenchmarkCompressContext(b *testing.B) {
+	msgs := ovosLike(rand.New(rand.NewPCG(7, 8)), 256)
+	for _, context := range []int{0, 1 << 10, 4 << 10, 8 << 10, 32 << 10} {
+		b.Run(fmt.Sprintf("context=%d", context), func(b *testing.B) {
+			dp := DeflateParams{ServerNoContextTakeover: context == 0}
+			p := NewProtocol(Config{Role: RoleServer, Deflate: &dp, Compression: CompressionOptions{Context: context}})
+			var dst []byte
+			wire, plain := 0, 0
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				m := msgs[i%len(msgs)]
+				var err error
+				if dst, err = p.AppendMessage(dst[:0], OpText, m); err != nil {
+					b.Fatal(err)
+				}
+				wire += len(dst)
+				plain += len(m)
+			}
+			b.ReportMetric(float64(wire)/float64(b.N), "wire-B/msg")
+			b.ReportMetric(float64(plain)/float64(wire), "ratio")
+		})
+	}
+}
