@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ovbus/ovbus/bus"
+	"github.com/ovbus/ovbus/client"
 	"github.com/ovbus/ovbus/config"
 )
 
@@ -140,5 +142,15 @@ func TestListenWSSFromConfiguration(t *testing.T) {
 	l.waitStderr("connected to " + want)
 	if got := l.err.String(); !strings.Contains(got, "connected to "+want) {
 		t.Fatalf("listen's stderr %q", got)
+	}
+}
+
+// TestClientDefaultURLIsTheBusDefault: package client cannot import the bus
+// (it is for programs that only talk to one), so its DefaultURL repeats the
+// bus's default host, port and route; this is where the copy is checked.
+func TestClientDefaultURLIsTheBusDefault(t *testing.T) {
+	want := fmt.Sprintf("ws://%s:%d%s", bus.DefaultHost, bus.DefaultPort, bus.DefaultRoute)
+	if client.DefaultURL != want {
+		t.Fatalf("client.DefaultURL is %q, the bus's default %q", client.DefaultURL, want)
 	}
 }
