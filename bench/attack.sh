@@ -3,7 +3,7 @@
 # on 127.0.0.1, one scenario at a time, and write the figures.
 #
 #   bench/attack.sh [--src DIR] [--rev REV] [--out DIR] [--name NAME] [--only "churn bomb …"]
-#                   [--soak DURATION | --no-soak] [--smoke] [--rss-limit MiB] [--keep]
+#                   [--soak DURATION | --no-soak] [--soak-args "FLAGS"] [--smoke] [--rss-limit MiB] [--keep]
 #
 # Builds ovbus from DIR (default: this checkout) at its current commit and the
 # harness (bench/attack) from this checkout, then runs each scenario with its
@@ -11,7 +11,8 @@
 # OUT/attack-NAME.json and OUT/attack-NAME.md (default bench/results,
 # NAME the date): the commit of DIR with a "-dirty" marker when its tree has
 # changes, the exact commands, the load average before each scenario, every
-# figure. Per-scenario JSON and the servers' logs stay in bench/out/attack-NAME/.
+# figure; when the soak ran, OUT/attack-NAME.svg too, its memory over time.
+# Per-scenario JSON and the servers' logs stay in bench/out/attack-NAME/.
 #
 #   --src DIR     the tree to build ovbus from (e.g. /work/main for a "before")
 #   --rev REV     build ovbus from that commit of DIR's repository instead of its
@@ -19,6 +20,7 @@
 #   --only LIST   these scenarios only (churn bomb large-idle handshake stalled
 #                 fullbus fdlimit slowcut wtimeout shutdown soak)
 #   --soak D      run the soak for D (default 30m); --no-soak leaves it out
+#   --soak-args F more flags for the soak (attack soak -h), e.g. "-busy 30s -quiet 0"
 #   --smoke       tiny counts (seconds per scenario): checks the pipeline only
 #   --rss-limit M a server past M MiB of RSS is killed and the scenario says so
 #                 (default 6144: today's code takes ~5 GB in the bomb scenario)
@@ -29,11 +31,12 @@
 # Each scenario is bounded by its own -timeout; every server is stopped by the
 # harness, by pid. Needs Linux (/proc) and a file limit of 20 000 for fullbus.
 set -euo pipefail
-args="$*"
+args="" # the command line as typed, quoted where needed
+if [[ $# -gt 0 ]]; then args=$(printf '%q ' "$@"); args=${args% }; fi
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
-src=$root rev="" out=$root/bench/results name=$(date +%Y-%m-%d) only="" soak=30m smoke=0 rsslimit=6144 keep=0
+src=$root rev="" out=$root/bench/results name=$(date +%Y-%m-%d) only="" soak=30m soakargs="" smoke=0 rsslimit=6144 keep=0
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--src) src=$(cd "$2" && pwd); shift 2 ;;
@@ -43,6 +46,7 @@ while [[ $# -gt 0 ]]; do
 	--only) only=$2; shift 2 ;;
 	--soak) soak=$2; shift 2 ;;
 	--no-soak) soak=""; shift ;;
+	--soak-args) soakargs=$2; shift 2 ;;
 	--smoke) smoke=1; shift ;;
 	--rss-limit) rsslimit=$2; shift 2 ;;
 	--keep) keep=1; shift ;;
@@ -86,6 +90,8 @@ for s in $scen; do
 	rm -rf "${work:?}/$s" "$work/$s.json"
 	extra=()
 	if [[ $s == soak && -n $soak && $smoke == 0 ]]; then extra=(-duration "$soak"); fi
+	# shellcheck disable=SC2206 # the soak's flags, split as the shell would
+	if [[ $s == soak ]]; then extra+=($soakargs); fi
 	cmd=(attack "${flags[@]}" -work "$work/$s" -out "$work/$s.json" "$s" "${extra[@]}")
 	echo "${cmd[*]}" >>"$work/commands.txt"
 	log "$s (load $(cut -d' ' -f1-3 /proc/loadavg))"
@@ -99,7 +105,7 @@ for s in $all; do
 	if [[ -f $work/$s.json ]]; then files+=("$work/$s.json"); fi
 done
 
-python3 - "$work/meta.json" <<PY
+python3 - "$work/meta.json" "bench/attack.sh $args" <<PY
 import json, sys
 json.dump({
   "ovbus commit": "$commit",
@@ -109,11 +115,13 @@ json.dump({
   "machine": "$(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), file limit $(ulimit -Hn)",
   "load average at the end": "$(cut -d' ' -f1-3 /proc/loadavg)",
   "go": "$(go version | cut -d' ' -f3-)",
-  "command": "bench/attack.sh $args",
+  "command": sys.argv[2],
   "scenario commands": "at the end of the markdown file; logs in bench/out/attack-$name/",
 }, open(sys.argv[1], "w"), indent=2)
 PY
-"$work/bin/attack" report -meta "$work/meta.json" -json "$out/attack-$name.json" -md "$out/attack-$name.md" "${files[@]}"
+plot=()
+if [[ -f $work/soak.json ]]; then plot=(-svg "$out/attack-$name.svg"); fi
+"$work/bin/attack" report -meta "$work/meta.json" -json "$out/attack-$name.json" -md "$out/attack-$name.md" "${plot[@]}" "${files[@]}"
 {
 	echo
 	echo "## Commands"
@@ -126,5 +134,5 @@ PY
 # Paths relative to the checkout, so that the files read the same anywhere.
 sed -i "s|$work/bin/||g; s|$root/||g; s|$root|.|g" "$out/attack-$name.json" "$out/attack-$name.md"
 rm -rf "$work/bin"
-log "wrote $out/attack-$name.json and $out/attack-$name.md"
+log "wrote $out/attack-$name.json and $out/attack-$name.md${plot:+ and $out/attack-$name.svg}"
 exit $status

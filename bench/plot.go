@@ -104,14 +104,7 @@ func (r *Report) WriteSVG(out io.Writer) error {
 			maxV = math.Max(maxV, math.Max(sp.Max, sp.Median))
 		}
 	}
-	ticks := niceTicks(maxV * 1.12) // headroom for the value labels
-	yMax := ticks[len(ticks)-1]
-	yOf := func(v float64) float64 { return plotB - (plotB-plotT)*v/yMax }
-	for _, t := range ticks {
-		y := yOf(t)
-		w.line(plotL, y, plotR, y, colorGrid, 1)
-		w.text(plotL-6, y+4, 11, "end", colorSubtle, "normal", FormatRate(t))
-	}
+	yOf := w.yAxis(plotL, plotR, plotT, plotB, maxV*1.12, FormatRate) // headroom for the value labels
 	w.line(plotL, plotB, plotR, plotB, colorAxis, 1)
 	w.line(plotL, plotT, plotL, plotB, colorAxis, 1)
 	if len(scen) > 0 && len(buses) > 0 {
@@ -240,6 +233,20 @@ func (r *Report) WriteSVG(out io.Writer) error {
 	w.f("</svg>\n")
 	_, err := io.WriteString(out, w.b.String())
 	return err
+}
+
+// yAxis draws the grid of a linear y axis from 0 to at least maxV between
+// plotT and plotB, labelled left of plotL, and returns where a value falls.
+func (w *svgWriter) yAxis(plotL, plotR, plotT, plotB, maxV float64, label func(float64) string) func(float64) float64 {
+	ticks := niceTicks(maxV)
+	yMax := ticks[len(ticks)-1]
+	yOf := func(v float64) float64 { return plotB - (plotB-plotT)*v/yMax }
+	for _, t := range ticks {
+		y := yOf(t)
+		w.line(plotL, y, plotR, y, colorGrid, 1)
+		w.text(plotL-6, y+4, 11, "end", colorSubtle, "normal", label(t))
+	}
+	return yOf
 }
 
 // decadeLabel names 10^d milliseconds: 10µs, 100µs, 1ms, …, 10s.

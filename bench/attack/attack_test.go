@@ -46,7 +46,7 @@ func TestSmokeEveryScenario(t *testing.T) {
 		"slowcut":    {"never-reader", "reader-a", "clients cut"},
 		"wtimeout":   {"what the stalled client saw", "configured write_timeout"},
 		"shutdown":   {"SIGTERM to exit", "stalled client saw"},
-		"soak":       {"messages lost by healthy readers", "RSS peak"},
+		"soak":       {"messages lost by healthy readers", "RSS peak", "live heap peak, second half", "churn cycles by way of leaving", "departed writers peak"},
 		"fdlimit":    {"connections upgraded", "/health max", "one more client"},
 	}
 	if len(want) != len(scenarios) {
@@ -85,14 +85,21 @@ func TestSmokeEveryScenario(t *testing.T) {
 			files = append(files, out)
 		})
 	}
-	// The report reads what the scenarios wrote.
+	// The report reads what the scenarios wrote, and draws the soak.
 	var md bytes.Buffer
 	var stderr bytes.Buffer
-	args := append([]string{"report"}, files...)
+	svg := filepath.Join(dir, "soak.svg")
+	args := append([]string{"report", "-svg", svg}, files...)
 	if rc := run(args, &md, &stderr); rc != 0 {
 		t.Fatalf("report: exit %d\n%s", rc, stderr.String())
 	}
 	if !bytes.Contains(md.Bytes(), []byte("| scenario | target | met |")) {
 		t.Errorf("report without its table:\n%s", md.String())
+	}
+	if !bytes.Contains(md.Bytes(), []byte("- plot: [soak.svg]")) {
+		t.Errorf("report without the soak's plot:\n%s", md.String())
+	}
+	if b, err := os.ReadFile(svg); err != nil || bytes.Count(b, []byte("<polyline")) < 4 {
+		t.Errorf("the soak's SVG has fewer than 4 lines (%v):\n%s", err, b)
 	}
 }

@@ -18,6 +18,7 @@ import (
 type snapshot struct {
 	RSS        int64
 	HeapInuse  int64
+	LiveHeap   int64 // see liveHeap
 	Goroutines int64
 	Conns      int64
 	LogBytes   int64
@@ -29,14 +30,32 @@ func takeSnapshot(s *server) (snapshot, error) {
 	if err != nil {
 		return snapshot{RSS: s.rss()}, err
 	}
+	live, _ := m.liveHeap()
 	return snapshot{
 		RSS:        s.rss(),
 		HeapInuse:  int64(m.sum("go_memstats_heap_inuse_bytes")),
+		LiveHeap:   int64(live),
 		Goroutines: int64(m.sum("go_goroutines")),
 		Conns:      int64(m.sum("ovbus_connections")),
 		LogBytes:   int64(m.sum("ovbus_log_bytes")),
 		m:          m,
 	}, nil
+}
+
+// liveHeapEstimate names where liveHeap took its figure from when the
+// server does not export go_gc_heap_live_bytes.
+const liveHeapEstimate = "go_memstats_next_gc_bytes ÷ 2 (an estimate: this server has no go_gc_heap_live_bytes)"
+
+// liveHeap is the heap the server's last collection found live, in bytes,
+// and the metric it came from. Servers built before /metrics had
+// go_gc_heap_live_bytes give half their heap goal instead: at GOGC=100 the
+// goal is the live heap plus as much again (plus the stacks and globals,
+// so the estimate is high by half of those), and never under 4 MiB.
+func (m metricSet) liveHeap() (float64, string) {
+	if v, ok := m["go_gc_heap_live_bytes"]; ok {
+		return v, "go_gc_heap_live_bytes"
+	}
+	return m.sum("go_memstats_next_gc_bytes") / 2, liveHeapEstimate
 }
 
 // errCounts counts errors by their text, safe for concurrent use.

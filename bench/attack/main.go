@@ -25,7 +25,7 @@
 //	attack slowcut      # max_msg_size 1, max_queue_bytes 2 MiB, paced and unpaced senders; who is cut
 //	attack wtimeout     # a client that stops reading: what it sees, how long after write_timeout
 //	attack shutdown     # close_frames_on_shutdown and a stalled client: SIGTERM to exit vs shutdown_timeout
-//	attack soak -duration 2m   # mixed load (default 30 minutes), RSS every 10 s, messages lost
+//	attack soak -duration 2m   # mixed load (default 30 minutes) in busy and quiet minutes; RSS, live heap every 10 s; messages lost
 //
 // Every scenario takes -h for its flags (counts, sizes, durations) and
 // -timeout; -smoke gives each tiny counts (the package test runs them so).
@@ -119,6 +119,7 @@ type result struct {
 	Configs  map[string]map[string]any `json:"configs"`                  // websocket section of each server, by label
 	Figures  []figure                  `json:"figures"`
 	Series   map[string][]sample       `json:"series,omitempty"`
+	Spans    []span                    `json:"spans,omitempty"` // phases of the series' time, e.g. the soak's quiet ones
 	Notes    []string                  `json:"notes,omitempty"`
 	Error    string                    `json:"error,omitempty"`
 	mu       sync.Mutex
@@ -136,6 +137,13 @@ type figure struct {
 type sample struct {
 	T float64 `json:"t"` // seconds since the series began
 	V float64 `json:"v"`
+}
+
+// span is a phase of a run, in seconds on its series' clock.
+type span struct {
+	Label string  `json:"label"`
+	From  float64 `json:"from"`
+	To    float64 `json:"to"`
 }
 
 func (r *result) fig(name string, v float64, unit string) {
@@ -215,7 +223,7 @@ var smokeArgs = map[string][]string{
 	"slowcut":    {"-messages", "200", "-rates", "400,0"},
 	"wtimeout":   {"-flood-mib", "16", "-write-timeout", "1"},
 	"shutdown":   {"-shutdown-timeout", "1"},
-	"soak":       {"-duration", "5s", "-sample", "1s", "-slow-life", "2s"},
+	"soak":       {"-duration", "6s", "-sample", "500ms", "-slow-life", "2s", "-busy", "2s", "-quiet", "1s"},
 	"fdlimit":    {"-server-nofile", "60", "-conns", "80", "-probes", "2"},
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -26,6 +27,7 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 	md := fs.String("md", "", "write the markdown report here (default: stdout)")
 	js := fs.String("json", "", "write the combined JSON here")
 	meta := fs.String("meta", "", "a JSON object of strings (commit, command, load…) to put at the top")
+	svg := fs.String("svg", "", "draw the soak's memory and connections over time here (SVG), linked from the markdown")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -63,6 +65,19 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
+	plot := ""
+	if *svg != "" {
+		if err := writeSoakSVG(*svg, rep); err != nil {
+			fmt.Fprintln(stderr, "attack report:", err)
+			return 1
+		}
+		plot = *svg
+		if *md != "" {
+			if rel, err := filepath.Rel(filepath.Dir(*md), *svg); err == nil {
+				plot = rel
+			}
+		}
+	}
 	w := stdout
 	if *md != "" {
 		f, err := os.Create(*md)
@@ -73,11 +88,13 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 		defer f.Close()
 		w = f
 	}
-	writeMarkdown(w, rep)
+	writeMarkdown(w, rep, plot)
 	return 0
 }
 
-func writeMarkdown(w io.Writer, rep report) {
+// writeMarkdown writes the report; plot, when set, is the soak's chart,
+// linked from its section.
+func writeMarkdown(w io.Writer, rep report, plot string) {
 	fmt.Fprintln(w, "# Limits under attack: harness results")
 	fmt.Fprintln(w)
 	keys := make([]string, 0, len(rep.Meta))
@@ -102,6 +119,9 @@ func writeMarkdown(w io.Writer, rep report) {
 		}
 		if r.Error != "" {
 			fmt.Fprintf(w, "- error: %s\n", r.Error)
+		}
+		if plot != "" && r.Scenario == "soak" {
+			fmt.Fprintf(w, "- plot: [%s](%s)\n", filepath.Base(plot), plot)
 		}
 		labels := make([]string, 0, len(r.Configs))
 		for l := range r.Configs {

@@ -15,36 +15,51 @@ import (
 
 func init() {
 	register(&scenario{
-		name:    "soak",
-		doc:     "mixed load (senders, readers, churn, slow clients, bad frames) for a duration, RSS sampled",
-		target:  "RSS flat and nothing lost for the healthy clients",
+		name: "soak",
+		doc: "mixed load for a duration: senders in busy and quiet phases, healthy readers, clients coming and " +
+			"leaving in four ways, slow clients, bad frames; RSS and the live heap sampled",
+		target:  "RSS and live heap flat, quiet phases included, and nothing lost for the healthy clients",
 		timeout: 0, // none: the soak stops itself after -duration plus two minutes
 		setup:   setupSoak,
 	})
 }
 
+// The slack of the flat rule (see drift.flat), in MiB: how far RSS and the
+// live heap may move beyond the proportion, whatever the run's length.
+const (
+	rssSlackMiB  = 8
+	liveSlackMiB = 4
+)
+
 // The soak's traffic. Senders number their messages; every healthy reader
-// checks that it receives each sender's numbers without a gap.
+// checks that it receives each sender's numbers without a gap. The senders
+// pause in the quiet phases, when only the churn, the slow and the bad
+// clients go on: a bus that frees closed connections only when traffic
+// passes keeps them there.
 func setupSoak(fs *flag.FlagSet) func(context.Context, *env, *result) error {
 	dur := fs.Duration("duration", 30*time.Minute, "how long the load runs")
-	every := fs.Duration("sample", 10*time.Second, "RSS sampling interval")
+	every := fs.Duration("sample", 10*time.Second, "sampling interval (RSS, /metrics)")
+	busy := fs.Duration("busy", time.Minute, "a busy phase: the senders send")
+	quiet := fs.Duration("quiet", time.Minute, "a quiet phase after each busy one: nothing is published, the other clients go on (0: no quiet phase)")
 	senders := fs.Int("senders", 4, "healthy senders")
 	readers := fs.Int("readers", 8, "healthy readers (half of them with deflate)")
 	rate := fs.Int("rate", 50, "messages per second per sender")
 	size := fs.Int("size", 1024, "bytes per message")
-	churn := fs.Int("churn", 20, "connect / greeting / disconnect cycles per second")
+	churn := fs.Int("churn", 20, "connect / leave cycles per second, each leaving the next way (close frame, reset after the greeting, reset before the 101, FIN)")
 	slow := fs.Int("slow", 4, "never-reading clients alive at a time (each replaced after -slow-life)")
 	slowLife := fs.Duration("slow-life", 60*time.Second, "how long a never-reading client lives")
 	bad := fs.Duration("bad-every", 500*time.Millisecond, "one bad frame or handshake this often")
 	return func(ctx context.Context, e *env, r *result) error {
+		if *busy <= 0 || *quiet < 0 || *every <= 0 {
+			return fmt.Errorf("-busy and -sample must be above 0 and -quiet at least 0 (have %v, %v, %v)", *busy, *every, *quiet)
+		}
+		ph := phases{busy: *busy, quiet: *quiet}
 		ctx, cancel := context.WithTimeout(ctx, *dur+2*time.Minute)
 		defer cancel()
 		s, err := serve(ctx, e, r, "soak", map[string]any{"max_msg_size": 1})
 		if err != nil {
 			return err
 		}
-		load, stop := context.WithTimeout(ctx, *dur)
-		defer stop()
 
 		// Healthy readers.
 		type reader struct {
@@ -101,6 +116,10 @@ func setupSoak(fs *flag.FlagSet) func(context.Context, *env, *result) error {
 			}()
 		}
 
+		// The phases and the samples count from here.
+		t0 := time.Now()
+		load, stop := context.WithTimeout(ctx, *dur)
+		defer stop()
 		var wg sync.WaitGroup
 		var sentBy = make([]atomic.Int64, *senders)
 		var senderErrs, churnErrs errCounts
@@ -116,11 +135,14 @@ func setupSoak(fs *flag.FlagSet) func(context.Context, *env, *result) error {
 				defer wg.Done()
 				t := time.NewTicker(time.Second / time.Duration(*rate))
 				defer t.Stop()
-				for n := 0; load.Err() == nil && !echo.ended(); n++ {
+				for n := 0; load.Err() == nil && !echo.ended(); {
 					select {
 					case <-load.Done():
 						return
 					case <-t.C:
+					}
+					if ph.quietAt(time.Since(t0)) {
+						continue
 					}
 					head := fmt.Sprintf(`{"type":"soak.msg","data":{"s":%d,"n":%d,"pad":"`, i, n)
 					msg := append([]byte(head), bytes.Repeat([]byte("x"), max(*size-len(head)-16, 0))...)
@@ -129,34 +151,33 @@ func setupSoak(fs *flag.FlagSet) func(context.Context, *env, *result) error {
 						senderErrs.add(err)
 						return
 					}
-					sentBy[i].Store(int64(n + 1))
+					n++
+					sentBy[i].Store(int64(n))
 				}
 			}()
 		}
 
-		// Churn.
-		var cycles atomic.Int64
+		// Churn: each cycle leaves the next way.
+		cyclesBy := make([]atomic.Int64, len(leaveWays))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			t := time.NewTicker(time.Second / time.Duration(max(*churn, 1)))
 			defer t.Stop()
-			for load.Err() == nil {
+			for i := 0; load.Err() == nil; i++ {
 				select {
 				case <-load.Done():
 					return
 				case <-t.C:
 				}
-				c, err := dial(load, s.addr, s.route, dialOptions{Source: nextSource()})
-				if err != nil {
+				way := i % len(leaveWays)
+				if err := leaveWays[way].run(load, s); err != nil {
 					if load.Err() == nil {
-						churnErrs.add(err)
+						churnErrs.add(fmt.Errorf("%s: %w", leaveWays[way].name, err))
 					}
 					continue
 				}
-				c.readGreeting(10 * time.Second)
-				c.closeWith(1000)
-				cycles.Add(1)
+				cyclesBy[way].Add(1)
 			}
 		}()
 
@@ -203,29 +224,18 @@ func setupSoak(fs *flag.FlagSet) func(context.Context, *env, *result) error {
 			}
 		}()
 
-		// Sample RSS, heap and goroutines.
-		var rss, heap, gor []sample
-		t0 := time.Now()
-		snap := func() {
-			sn, _ := takeSnapshot(s)
-			at := time.Since(t0).Seconds()
-			rss = append(rss, sample{at, float64(sn.RSS) / (1 << 20)})
-			heap = append(heap, sample{at, float64(sn.HeapInuse) / (1 << 20)})
-			gor = append(gor, sample{at, float64(sn.Goroutines)})
-		}
-		snap()
-		tick := time.NewTicker(*every)
+		// Sample the server's memory and connections.
+		sm := newSoakSampler(s, t0)
+		sm.take()
 		for load.Err() == nil {
-			select {
-			case <-load.Done():
-			case <-tick.C:
-				snap()
-				e.logf("soak: %.0fs RSS %.1f MiB", time.Since(t0).Seconds(), rss[len(rss)-1].V)
+			if sleepCtx(load, time.Until(t0.Add(ph.nextSample(time.Since(t0), *every)))) != nil {
+				break
 			}
+			sm.take()
+			e.logf("soak: %.0fs RSS %.1f MiB, live heap %.1f MiB", time.Since(t0).Seconds(), last(sm.rss), last(sm.live))
 		}
-		tick.Stop()
 		wg.Wait()
-		snap()
+		sm.take()
 		// Let the readers take the last messages, then count what is missing.
 		total := 0
 		for i := range sentBy {
@@ -262,46 +272,233 @@ func setupSoak(fs *flag.FlagSet) func(context.Context, *env, *result) error {
 			default:
 			}
 		}
-		r.addSeries("RSS MiB", rss)
-		r.addSeries("heap in use MiB", heap)
-		r.addSeries("goroutines", gor)
+		quietSpans := ph.quietSpans(dur.Seconds())
+		r.Spans = quietSpans
 		r.fig("duration", dur.Seconds(), "s")
+		r.fig("busy phase", busy.Seconds(), "s")
+		r.fig("quiet phase", quiet.Seconds(), "s")
 		r.fig("messages sent by the healthy senders", float64(total), "")
 		r.fig("healthy readers", float64(len(rs)), "")
 		r.fig("messages lost by healthy readers", float64(lost), "")
 		r.fig("healthy readers cut", float64(cutReaders), "")
 		r.fig("sender errors", float64(senderErrs.count()), "")
-		r.fig("churn cycles", float64(cycles.Load()), "")
+		cycles, byWay := 0, map[string]int{}
+		for i := range cyclesBy {
+			n := int(cyclesBy[i].Load())
+			cycles += n
+			byWay[leaveWays[i].name] = n
+		}
+		r.fig("churn cycles", float64(cycles), "")
+		r.text("churn cycles by way of leaving", countMap(byWay))
 		r.fig("churn errors", float64(churnErrs.count()), "")
+		if churnErrs.count() > 0 {
+			r.text("churn errors by kind", churnErrs.String())
+		}
 		r.fig("slow clients opened", float64(slowOpened.Load()), "")
 		r.text("bad clients → answers", countMap(badAnswers))
-		first, last, peak := rss[0].V, rss[len(rss)-1].V, 0.0
-		for _, p := range rss {
-			peak = max(peak, p.V)
-		}
-		r.fig("RSS first sample", first, "MiB")
-		r.fig("RSS last sample", last, "MiB")
-		r.fig("RSS peak", peak, "MiB")
-		r.fig("heap in use first", heap[0].V, "MiB")
-		r.fig("heap in use last", heap[len(heap)-1].V, "MiB")
-		r.fig("goroutines first", gor[0].V, "")
-		r.fig("goroutines last", gor[len(gor)-1].V, "")
 		r.fig("server WARNING lines", float64(s.warningCount()), "")
-		// Flat: the second half's peak no more than 20% (and 8 MiB) over the first half's.
-		half := len(rss) / 2
-		p1, p2 := 0.0, 0.0
-		for i, p := range rss {
-			if i < half {
-				p1 = max(p1, p.V)
-			} else {
-				p2 = max(p2, p.V)
+		sm.record(r)
+
+		rssD := measureDrift(sm.rss, quietSpans)
+		liveD := measureDrift(sm.live, quietSpans)
+		rssD.record(r, "RSS")
+		liveD.record(r, "live heap")
+		r.note("flat means: the second half's peak at most 20%% and %d MiB over the first half's, and no quiet phase "+
+			"ending more than %[1]d MiB above where it began (RSS); the same with %d MiB for the live heap",
+			rssSlackMiB, liveSlackMiB)
+		if *quiet > 0 {
+			r.note("phases: %v busy (the senders send), then %v quiet (nothing published), from the start; "+
+				"the churn, slow and bad clients go on throughout", *busy, *quiet)
+		}
+		r.met(lost == 0 && cutReaders == 0 && rssD.flat(rssSlackMiB) && liveD.flat(liveSlackMiB))
+		return nil
+	}
+}
+
+// phases alternates busy and quiet spans from the start of the load, busy
+// first.
+type phases struct{ busy, quiet time.Duration }
+
+// quietAt reports whether d after the start falls in a quiet phase.
+func (p phases) quietAt(d time.Duration) bool {
+	return p.quiet > 0 && d%(p.busy+p.quiet) >= p.busy
+}
+
+// nextSample is when the sample after the one at d falls: every `every`
+// from the start, and also just inside both ends of each quiet phase, so
+// that what a phase kept is measured over the whole of it.
+func (p phases) nextSample(d, every time.Duration) time.Duration {
+	next := (d/every + 1) * every
+	if p.quiet <= 0 {
+		return next
+	}
+	edge := min(200*time.Millisecond, p.quiet/4)
+	period := p.busy + p.quiet
+	base := d / period * period
+	for _, at := range []time.Duration{base + p.busy + edge, base + period - edge, base + period + p.busy + edge} {
+		if at > d && at < next {
+			next = at
+		}
+	}
+	return next
+}
+
+// quietSpans are the quiet phases of a load of total seconds, the last one
+// cut short where the load ends.
+func (p phases) quietSpans(total float64) []span {
+	if p.quiet <= 0 {
+		return nil
+	}
+	var out []span
+	period := (p.busy + p.quiet).Seconds()
+	for at := p.busy.Seconds(); at < total; at += period {
+		out = append(out, span{Label: "quiet", From: at, To: min(at+p.quiet.Seconds(), total)})
+	}
+	return out
+}
+
+// soakSampler keeps the soak's time series of the server.
+type soakSampler struct {
+	s                    *server
+	t0                   time.Time
+	rss, live, inuse     []sample // MiB
+	gor, conns, departed []sample
+	liveFrom             string // the metric the live heap came from
+	noDeparted           bool   // the server has no ovbus_departed_writers
+	scrapeErrs           errCounts
+}
+
+func newSoakSampler(s *server, t0 time.Time) *soakSampler { return &soakSampler{s: s, t0: t0} }
+
+// take samples RSS from /proc and the rest from /metrics.
+func (sm *soakSampler) take() {
+	at := time.Since(sm.t0).Seconds()
+	sn, err := takeSnapshot(sm.s)
+	sm.rss = append(sm.rss, sample{at, float64(sn.RSS) / (1 << 20)})
+	if err != nil {
+		sm.scrapeErrs.add(err)
+		return
+	}
+	// The live heap is known from the first collection on.
+	if sn.m.sum("go_gc_duration_seconds_count") > 0 {
+		_, sm.liveFrom = sn.m.liveHeap()
+		sm.live = append(sm.live, sample{at, float64(sn.LiveHeap) / (1 << 20)})
+	}
+	sm.inuse = append(sm.inuse, sample{at, float64(sn.HeapInuse) / (1 << 20)})
+	sm.gor = append(sm.gor, sample{at, float64(sn.Goroutines)})
+	sm.conns = append(sm.conns, sample{at, float64(sn.Conns)})
+	if d, ok := sn.m["ovbus_departed_writers"]; ok {
+		sm.departed = append(sm.departed, sample{at, d})
+	} else {
+		sm.noDeparted = true
+	}
+}
+
+// record writes the series and their end points into r.
+func (sm *soakSampler) record(r *result) {
+	r.addSeries("RSS MiB", sm.rss)
+	r.addSeries("live heap MiB", sm.live)
+	r.addSeries("heap in use MiB", sm.inuse)
+	r.addSeries("goroutines", sm.gor)
+	r.addSeries("connections", sm.conns)
+	r.text("live heap from", sm.liveFrom)
+	r.fig("RSS first sample", first(sm.rss), "MiB")
+	r.fig("RSS last sample", last(sm.rss), "MiB")
+	r.fig("RSS peak", peak(sm.rss), "MiB")
+	r.fig("live heap first", first(sm.live), "MiB")
+	r.fig("live heap last", last(sm.live), "MiB")
+	r.fig("live heap peak", peak(sm.live), "MiB")
+	r.fig("heap in use first", first(sm.inuse), "MiB")
+	r.fig("heap in use last", last(sm.inuse), "MiB")
+	r.fig("goroutines first", first(sm.gor), "")
+	r.fig("goroutines last", last(sm.gor), "")
+	r.fig("connections peak", peak(sm.conns), "")
+	r.fig("connections last", last(sm.conns), "")
+	if sm.noDeparted {
+		r.note("the server has no ovbus_departed_writers gauge")
+	} else {
+		r.addSeries("departed writers", sm.departed)
+		r.fig("departed writers peak", peak(sm.departed), "")
+		r.fig("departed writers last", last(sm.departed), "")
+	}
+	if n := sm.scrapeErrs.count(); n > 0 {
+		r.note("%d samples without /metrics: %s", n, sm.scrapeErrs.String())
+	}
+}
+
+func first(s []sample) float64 {
+	if len(s) == 0 {
+		return 0
+	}
+	return s[0].V
+}
+
+func last(s []sample) float64 {
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)-1].V
+}
+
+func peak(s []sample) float64 {
+	p := 0.0
+	for _, x := range s {
+		p = max(p, x.V)
+	}
+	return p
+}
+
+// drift is how a series moved over a soak: the peaks of its two halves (by
+// sample), and the most it grew over one quiet phase (the last sample in
+// the phase less the first). A quiet phase is where memory kept until
+// traffic passes shows: the halves' peaks alone can miss it, as the next
+// busy phase sweeps it away.
+type drift struct {
+	firstHalf, secondHalf float64
+	quietGrowth           float64
+	quietFrom             float64 // the start of that phase (s); -1 when no phase had two samples
+}
+
+func measureDrift(s []sample, quiet []span) drift {
+	d := drift{quietFrom: -1}
+	half := len(s) / 2
+	for i, p := range s {
+		if i < half {
+			d.firstHalf = max(d.firstHalf, p.V)
+		} else {
+			d.secondHalf = max(d.secondHalf, p.V)
+		}
+	}
+	for _, q := range quiet {
+		var in []sample
+		for _, p := range s {
+			if p.T >= q.From && p.T <= q.To {
+				in = append(in, p)
 			}
 		}
-		r.fig("RSS peak, first half", p1, "MiB")
-		r.fig("RSS peak, second half", p2, "MiB")
-		r.note("flat means: the second half's RSS peak at most 20%% and 8 MiB over the first half's")
-		r.met(lost == 0 && cutReaders == 0 && p2 <= p1*1.2+8)
-		return nil
+		if len(in) < 2 {
+			continue
+		}
+		if g := in[len(in)-1].V - in[0].V; d.quietFrom < 0 || g > d.quietGrowth {
+			d.quietGrowth, d.quietFrom = g, q.From
+		}
+	}
+	return d
+}
+
+// flat: the second half's peak at most 20 % and slack over the first
+// half's, and no quiet phase growing by more than slack (the series' unit).
+func (d drift) flat(slack float64) bool {
+	return d.secondHalf <= d.firstHalf*1.2+slack && d.quietGrowth <= slack
+}
+
+// record writes the drift of the series called name (in MiB) into r.
+func (d drift) record(r *result, name string) {
+	r.fig(name+" peak, first half", d.firstHalf, "MiB")
+	r.fig(name+" peak, second half", d.secondHalf, "MiB")
+	if d.quietFrom >= 0 {
+		r.fig(name+": most growth over a quiet phase", d.quietGrowth, "MiB")
+		r.fig(name+": that phase began at", d.quietFrom, "s")
 	}
 }
 

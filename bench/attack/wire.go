@@ -99,7 +99,9 @@ func dial(ctx context.Context, addr, path string, o dialOptions) (*conn, error) 
 	return c, nil
 }
 
-func upgrade(nc net.Conn, addr, path string, o dialOptions) (*conn, error) {
+// upgradeRequest is the opening handshake's request (RFC 6455 §4.1) for
+// ws://addr/path.
+func upgradeRequest(addr, path string, o dialOptions) string {
 	var key [16]byte
 	rand.Read(key[:])
 	if o.Token != "" {
@@ -112,7 +114,11 @@ func upgrade(nc net.Conn, addr, path string, o dialOptions) (*conn, error) {
 		fmt.Fprintf(&b, "Sec-WebSocket-Extensions: %s\r\n", deflateOffer)
 	}
 	b.WriteString("\r\n")
-	if _, err := io.WriteString(nc, b.String()); err != nil {
+	return b.String()
+}
+
+func upgrade(nc net.Conn, addr, path string, o dialOptions) (*conn, error) {
+	if _, err := io.WriteString(nc, upgradeRequest(addr, path, o)); err != nil {
 		return nil, err
 	}
 	br := bufio.NewReaderSize(nc, 4096)
