@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// The cost curve (issue 13: "cost grows linearly, not worse"): server CPU
+// The cost curve ("cost grows linearly, not worse"): server CPU
 // per delivery against the number of subscribers, one line per server, from
 // a fan-out report whose scenarios differ in subscribers. Each point is the
 // median over the repeats, with their min–max as whiskers; the table also

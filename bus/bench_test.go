@@ -101,7 +101,7 @@ func benchFanout(b *testing.B, m int) {
 	b.ReportMetric(float64(m)*float64(n)/elapsed.Seconds(), "deliveries/s")
 }
 
-// BenchmarkRelay is the bus's cost per message before fan-out (issue 13):
+// BenchmarkRelay is the bus's cost per message before fan-out:
 // the rules of relay (docs/protocol.md §3) and the append to the log, for a
 // frame emitted in-process with nobody following, so that no read, write or
 // wake is counted. The frames are the benchmark's (no context.session) and

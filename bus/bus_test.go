@@ -789,7 +789,7 @@ func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
 }
 
 // TestIdleChurn: clients that connect, get the greeting and leave on a
-// quiet bus leave no sleeper and no follower behind (issue 10 item 1).
+// quiet bus leave no sleeper and no follower behind.
 func TestIdleChurn(t *testing.T) {
 	s, url := testServer(t, Options{})
 	for range 200 {
@@ -813,7 +813,7 @@ func TestIdleChurn(t *testing.T) {
 // at once and all left, the server's sessions and the hub's followers and
 // sleepers are reallocated below their peak, so a
 // quiet bus keeps what its connections need, not what its busiest moment
-// needed (issue 10 item 1). Not timing-based: it waits for the clients to
+// needed. Not timing-based: it waits for the clients to
 // be gone, then looks.
 func TestIdleChurnAfterPeak(t *testing.T) {
 	if testing.Short() {
@@ -861,7 +861,7 @@ func dialStalled(t testing.TB, url string) *ws.Conn {
 
 // TestShutdownBoundedWithAStalledClient: with close frames on and a client
 // whose socket takes nothing, Shutdown still returns within
-// shutdown_timeout (issue 10 item 7: the 1001 frame waited for the stalled
+// shutdown_timeout (the 1001 frame waited for the stalled
 // writer's lock until write_timeout).
 func TestShutdownBoundedWithAStalledClient(t *testing.T) {
 	const drain = 300 * time.Millisecond

@@ -107,7 +107,7 @@ type follower struct {
 // it reports whether the waker must call it again (wakeAgain or
 // wakeHandOff). onCut is called when the hub cut the follower (cuts). An
 // interface, not two func fields: a session is its own owner and costs no
-// closures (issue 13). holds returns the sequence number of the oldest
+// closures. holds returns the sequence number of the oldest
 // frame whose bytes its reader may still read (a writer's batch being
 // written), or released: the shared segments before it may be recycled
 // (see arena). It must not be above the cursor the reader fetches from

@@ -71,7 +71,7 @@ func (h *panicWatch) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *panicWatch) WithGroup(string) slog.Handler      { return h }
 
 // FuzzHandshake feeds raw bytes to the bus's own HTTP server as one
-// connection's input (issue 10 item 4: the path the bus really uses is
+// connection's input (the path the bus really uses is
 // net/http's, not ws's own parser). Whatever the input, the server must not
 // panic, must answer only with HTTP/1.x responses, and must send a 101 only
 // followed by the greeting. The seed corpus is in testdata/fuzz/FuzzHandshake.
@@ -117,8 +117,8 @@ func FuzzHandshake(f *testing.F) {
 }
 
 // TestHandshakeHeaderLimit: a request whose headers pass MaxHeaderBytes is
-// answered 431 at once instead of being collected up to net/http's 1 MiB
-// (issue 10 item 4), and one under it still upgrades.
+// answered 431 at once instead of being collected up to net/http's 1 MiB,
+// and one under it still upgrades.
 func TestHandshakeHeaderLimit(t *testing.T) {
 	s, url := testServer(t, Options{})
 	nc, err := net.Dial("tcp", s.Addr().String())

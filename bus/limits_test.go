@@ -47,7 +47,7 @@ func closeOf(t *testing.T, s *Server, remote string) CloseInfo {
 	return ci
 }
 
-// TestTinyLimitsCutOnlyTheStalled (issue 9): with max_msg_size 1 MiB and
+// TestTinyLimitsCutOnlyTheStalled: with max_msg_size 1 MiB and
 // max_queue_bytes 2 MiB, a sender flooding messages of half a MiB, two
 // clients reading and one reading nothing: only the one reading nothing is
 // cut; the two others get every message. They were all cut: the bus read
@@ -111,7 +111,7 @@ func TestTinyLimitsCutOnlyTheStalled(t *testing.T) {
 	}
 }
 
-// TestWriteTimeoutDropsWithoutCloseFrame (issue 10 item 6): a client whose
+// TestWriteTimeoutDropsWithoutCloseFrame: a client whose
 // socket takes nothing for write_timeout is dropped without a close frame
 // (a write cut part way through a frame cannot be followed by one), and
 // the close is counted as slow_consumer with the detail "write timeout".
@@ -138,7 +138,7 @@ func TestWriteTimeoutDropsWithoutCloseFrame(t *testing.T) {
 	}
 }
 
-// TestStalledClientCutEarly (issue 10 item 9): a client that takes nothing
+// TestStalledClientCutEarly: a client that takes nothing
 // while more than half its bound behind is cut after a tenth of
 // write_timeout, not at write_timeout, and the others carry on.
 func TestStalledClientCutEarly(t *testing.T) {
@@ -226,7 +226,7 @@ func TestCompressedCopiesCounted(t *testing.T) {
 	waitFor(t, "the copies to be released", 5*time.Second, func() bool { return s.hub.extra.Load() == 0 })
 }
 
-// TestMaxConnections (issue 10 item 8): a client over max_connections gets
+// TestMaxConnections: a client over max_connections gets
 // 503 with Retry-After before the upgrade, counted, while /health still
 // answers; once a client leaves, the next one gets in.
 func TestMaxConnections(t *testing.T) {
@@ -275,7 +275,7 @@ func TestMaxConnectionsDefault(t *testing.T) {
 	}
 }
 
-// TestBoundCutsABlockedWrite (issue 10 item 9): a client over its bound
+// TestBoundCutsABlockedWrite: a client over its bound
 // whose writer is blocked on its socket is cut a tenth of write_timeout
 // later, not at write_timeout, without a close frame (its write was cut part
 // way), and counted.

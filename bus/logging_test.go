@@ -119,7 +119,7 @@ func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
 
 // TestWarningsRateLimited: a flood of one warning writes warnLimit lines per
 // window and then one summary; other kinds and other levels are not held
-// back (issue 10 item 10).
+// back.
 func TestWarningsRateLimited(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	out := &countingHandler{}

@@ -9,8 +9,7 @@ import (
 	"time"
 )
 
-// Handing a burst's memory back to the operating system (issue 10 item 3,
-// issue 13).
+// Handing a burst's memory back to the operating system.
 //
 // After a burst of large messages every connection is back to its idle size
 // at once (ws, "Memory"), but the process is not: the Go runtime keeps the
@@ -42,7 +41,7 @@ import (
 // fetch) at the start of that time, and no frame was appended since. A release is two collections of the whole heap: done
 // while thousands of clients are being written to, it is paid by that
 // fan-out's deliveries and delays them (after 10 000 handshakes it landed
-// in the next fan-out to all of them, issue 13); a bus whose clients keep
+// in the next fan-out to all of them); a bus whose clients keep
 // up is between fan-outs most of the time. It releases only when that is worth
 // a collection, whose cost is in proportion to the live heap (a heap of many
 // idle connections is not walked for a small burst): the messages charged at

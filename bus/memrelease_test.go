@@ -15,7 +15,7 @@ import (
 // TestMemoryReleasedAfterBurst: once a burst of large messages has gone
 // through max_inflight_bytes (more than releaseMinBurst charged) and
 // stopped, the bus hands the memory back to the OS once, counted in
-// ovbus_memory_releases_total (issue 10 item 3); a second burst gets its
+// ovbus_memory_releases_total; a second burst gets its
 // own release, once the rate limit (releaseShare times the CPU the first
 // took) allows it.
 func TestMemoryReleasedAfterBurst(t *testing.T) {
@@ -63,7 +63,7 @@ func releaseAfter(t *testing.T, n int64, o Options) (*Server, string) {
 // TestMemoryReleasedAfterHandshakes: once enough handshakes were made
 // (lowered here from releaseMinAccepts) and then none for releaseQuiet, the
 // bus hands the memory back to the OS, counted in
-// ovbus_memory_releases_total (issue 13); fewer handshakes than that
+// ovbus_memory_releases_total; fewer handshakes than that
 // release nothing.
 func TestMemoryReleasedAfterHandshakes(t *testing.T) {
 	const n = 16

@@ -1,6 +1,6 @@
 package bus
 
-// Capacity after a peak of connections (issue 10 item 1). Slices keep their
+// Capacity after a peak of connections. Slices keep their
 // capacity, so after P connections have come and gone the server's sessions
 // and the hub's followers and sleepers would keep what P of them needed.
 // Each is reallocated to its size once it has fallen to a quarter of its

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// TestSendBufferSet (issue 10 item 9): each client's socket gets
+// TestSendBufferSet: each client's socket gets
 // send_buffer as its kernel send buffer (Linux reports twice what was set).
 func TestSendBufferSet(t *testing.T) {
 	const n = 128 << 10

@@ -14,8 +14,9 @@ import (
 	"time"
 )
 
-// The ceilings and promises of issue 10 (items 6–8) and the slow-consumer
-// bookkeeping of issue 9.
+// The ceilings and promises of the bus's limits (write_timeout,
+// max_connections, the file limit, the cuts) and the slow-consumer
+// bookkeeping.
 
 func init() {
 	register(&scenario{
@@ -34,7 +35,7 @@ func init() {
 	})
 	register(&scenario{
 		name:    "slowcut",
-		doc:     "max_msg_size 1, max_queue_bytes 2 MiB: two readers, one never-reader, a sender (issue 9)",
+		doc:     "max_msg_size 1, max_queue_bytes 2 MiB: two readers, one never-reader, a sender",
 		target:  "only the never-reader is cut",
 		timeout: 5 * time.Minute,
 		setup:   setupSlowCut,

@@ -1,7 +1,7 @@
 //go:build linux
 
-// Command attack reproduces the attacks of issue 10 (and the slow-consumer
-// case of issue 9) against a real `ovbus serve` process on 127.0.0.1 and
+// Command attack reproduces attacks on the bus's memory and limits (and a
+// slow-consumer case) against a real `ovbus serve` process on 127.0.0.1 and
 // measures what each one costs the server: RSS, heap, goroutines, close
 // codes, latencies, timings. It changes nothing and asserts nothing; it
 // writes figures (JSON) so that a run before a fix and one after can be
@@ -13,7 +13,7 @@
 // Each scenario starts its own server (or several), with the configuration
 // it needs written to a file, is bounded in count and time, and stops every
 // process it started. Run one at a time: some of them use most of the
-// machine's file descriptors. With the defaults (issue 10's figures):
+// machine's file descriptors. With the defaults (each scenario's target):
 //
 //	attack churn        # 200 000 connect/greeting/disconnect cycles, 32 at a time; heap, goroutines, RSS
 //	attack bomb         # 100 deflate messages of 26 MiB of zeros (~26 KB each); peak RSS, close codes
@@ -50,7 +50,7 @@ import (
 type scenario struct {
 	name    string
 	doc     string
-	target  string // the figure issue 10 asks for
+	target  string // the figure the scenario must meet
 	timeout time.Duration
 	// setup registers the scenario's flags and returns its run.
 	setup func(fs *flag.FlagSet) func(ctx context.Context, e *env, r *result) error

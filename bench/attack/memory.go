@@ -18,12 +18,13 @@ import (
 	"time"
 )
 
-// The memory attacks of issue 10: items 1–5.
+// The memory attacks: churn, deflate bombs, large messages then idle,
+// handshake floods, stalled readers.
 
 func init() {
 	register(&scenario{
 		name:    "churn",
-		doc:     "connect / read the greeting / disconnect, N times, on a quiet bus (issue 10 item 1)",
+		doc:     "connect / read the greeting / disconnect, N times, on a quiet bus",
 		target:  "heap and goroutines back to their baseline",
 		timeout: 30 * time.Minute,
 		setup:   setupChurn,

@@ -1,5 +1,5 @@
 // Command curve draws the fan-out cost curve (server CPU per delivery
-// against subscribers, issue 13) from reports saved by
+// against subscribers) from reports saved by
 // `ovbus bench --save-json` (and `bench/cmd/fanfloor -json`, whose floors
 // then stand beside the servers): a markdown table on stdout (or --md FILE)
 // and an SVG chart (--svg FILE). Several reports are drawn as one, their
