@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ovbus/ovbus/bus/internal/workers"
 	"github.com/ovbus/ovbus/ws"
 )
 
@@ -406,7 +407,7 @@ func (h *hub) publishLocked(e *entry) {
 		f.signal(wakeStart)
 	}
 	if waker {
-		workers.start((*wakerTask)(h))
+		workers.Start((*wakerTask)(h))
 	}
 	h.notifyCut(cut)
 }

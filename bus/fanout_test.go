@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovbus/ovbus/internal/testwait"
 	"github.com/ovbus/ovbus/ws"
 )
 
@@ -261,13 +262,7 @@ func (h *hub) sleeperCount() int {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, what, d, cond)
 }
 
 // TestHubIdleChurnLeavesNoSleepers: on a quiet log, followers that go to

@@ -13,9 +13,10 @@ import (
 
 // serverHeap returns the heap the live objects allocated on the server's
 // side hold (the listener's accept, net/http's connection goroutine with
-// the upgrade, the poller and the sessions' readers and writers), from the
-// heap profile, and the biggest allocation sites. runtime.MemProfileRate
-// must have been 1 since before those objects were allocated.
+// the upgrade and the hand-over, the poller and the sessions' readers and
+// writers), from the heap profile, and the biggest allocation sites.
+// runtime.MemProfileRate must have been 1 since before those objects were
+// allocated.
 func serverHeap() (total int64, sites []string) {
 	recs := heapProfile()
 	bySite := map[string]int64{}
@@ -33,7 +34,7 @@ func serverHeap() (total int64, sites []string) {
 				site = fmt.Sprintf("%s:%d", fn, f.Line)
 			}
 			if strings.HasPrefix(fn, "net/http.(*Server).Serve") || strings.HasPrefix(fn, "net/http.(*conn).serve") ||
-				strings.HasPrefix(fn, "github.com/ovbus/ovbus/bus.(*poller)") || strings.HasPrefix(fn, "github.com/ovbus/ovbus/bus.(*session)") {
+				strings.HasPrefix(fn, "github.com/ovbus/ovbus/bus/internal/netpoll.") || strings.HasPrefix(fn, "github.com/ovbus/ovbus/bus.(*session)") {
 				server = true
 			}
 			if !more {

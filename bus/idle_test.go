@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovbus/ovbus/bus/internal/workers"
 	"github.com/ovbus/ovbus/ws"
 )
 
@@ -33,10 +34,10 @@ func readersPerSession() int {
 // waitGoroutines waits until at most base + n·perSession + slack
 // goroutines run (writers that caught up exit, readers go back to the
 // poller); the slack counts the workers that may wait for a task
-// (workers.go), a fixed number whatever n is.
+// (bus/internal/workers), a fixed number whatever n is.
 func waitGoroutines(t *testing.T, base, n int) {
 	t.Helper()
-	want := base + n*readersPerSession() + maxIdleWorkers + 10
+	want := base + n*readersPerSession() + workers.MaxIdle + 10
 	waitFor(t, fmt.Sprintf("at most %d goroutines", want), 10*time.Second, func() bool { return runtime.NumGoroutine() <= want })
 }
 

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ovbus/ovbus/bus/internal/workers"
 	"github.com/ovbus/ovbus/ws"
 )
 
@@ -318,7 +319,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, routeTok string
 	s.noteAccept()
 	originRefused := false
 	// On the poll path the socket leaves Go's runtime poller as ws hijacks
-	// it (handOverWriter, fdconn_linux.go).
+	// it (handOverWriter, poll.go).
 	conn, err := ws.Accept(handOverWriter(w), r, &ws.AcceptOptions{
 		CheckOrigin: func(r *http.Request) bool {
 			ok := o.originAllowed(r.Header.Get("Origin"))
@@ -369,12 +370,16 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, routeTok string
 		c.ownDeflate = !p.ServerNoContextTakeover // only with a context (Accept)
 	}
 	c.f.paces = true
+	// The reader: readReady, run by the poller when the socket is readable
+	// (registered now, before c is shared), or readLoop.
+	polled := s.poll(c)
 	// The client joins the log first, then gets the greeting, then its
 	// writer starts: the greeting is the first frame it receives, and once
 	// it has it, it is sure to get everything published afterwards (the
 	// Tornado bus writes the greeting and adds the client in one step).
 	if !s.addSession(c) {
 		conn.CloseNow()
+		c.reg.Unregister()
 		return
 	}
 	started = true
@@ -385,12 +390,11 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, routeTok string
 		conn.CloseNow()
 	}
 	s.log.Debug("Client connected", "remote", c.remote)
-	workers.start((*writerTask)(c))
+	workers.Start((*writerTask)(c))
 	// The handler returns: net/http lets go of the connection's request,
-	// response and buffers (8 KiB), and the reader is readReady, run by the
-	// poller when the socket is readable (the first time now: the client
-	// may have sent frames with its handshake), or readLoop.
-	if s.poll(c) {
+	// response and buffers (8 KiB), and the reader runs: readReady the
+	// first time now (the client may have sent frames with its handshake).
+	if polled {
 		c.readReady()
 		return
 	}
@@ -417,7 +421,7 @@ func setSendBuffer(nc net.Conn, n int64) {
 	if tc, ok := nc.(*tls.Conn); ok {
 		nc = tc.NetConn()
 	}
-	// A *net.TCPConn, or the bus's own socket (fdConn).
+	// A *net.TCPConn, or the poller's own socket (netpoll.HandOver).
 	if tc, ok := nc.(interface{ SetWriteBuffer(int) error }); ok && n > 0 {
 		tc.SetWriteBuffer(int(n))
 	}

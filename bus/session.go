@@ -9,9 +9,10 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/ovbus/ovbus/bus/internal/netpoll"
+	"github.com/ovbus/ovbus/bus/internal/workers"
 	"github.com/ovbus/ovbus/ws"
 	"github.com/ovbus/ovbus/ws/nonblock"
 )
@@ -34,18 +35,18 @@ import (
 //     wakeWriter) writes until it has caught up, sleeps in the hub and
 //     returns. Their batch buffers come from writeBatches.
 //   - these goroutines, the waker and the poll path's readers are tasks
-//     run by the pool of workers.go: goroutines kept, a few at most, for
-//     the next task once theirs is done, so that each does not grow a
-//     fresh stack again.
-//   - the reader, on Linux over plain TCP (the poll path, poll_linux.go),
-//     runs only while the socket has bytes: the poller's epoll loop starts
-//     readReady when the socket is readable, which relays what is there
-//     (nonblock.NextMessage: the receive and message buffers come from
-//     ws's pools and go back once the bytes are consumed) and arms the
-//     poller again. Elsewhere (TLS, other systems, or pollDisabled) the
-//     reader is a goroutine per session (readLoop), blocked in
-//     ws.Conn.NextMessage, whose receive buffer ws gives back while it waits
-//     only on Linux.
+//     run by the pool of bus/internal/workers: goroutines kept, a few at
+//     most, for the next task once theirs is done, so that each does not
+//     grow a fresh stack again.
+//   - the reader, on Linux over plain TCP (the poll path, poll.go and
+//     bus/internal/netpoll), runs only while the socket has bytes: the
+//     poller's epoll loop starts readReady when the socket is readable,
+//     which relays what is there (nonblock.NextMessage: the receive and
+//     message buffers come from ws's pools and go back once the bytes are
+//     consumed) and arms the poller again. Elsewhere (TLS, other systems,
+//     or pollDisabled) the reader is a goroutine per session (readLoop),
+//     blocked in ws.Conn.NextMessage, whose receive buffer ws gives back
+//     while it waits only on Linux.
 //
 // Each side ends once (sideDone): s.wg counts both, and the connection
 // leaves max_connections when both have ended.
@@ -69,9 +70,10 @@ const deadlineSlack = 50 * time.Millisecond
 // session is one WebSocket connection: a reader that relays what the client
 // sends, and a writer that follows the log (see "Who runs what" above).
 //
-// An idle session is one allocation (issue 13): its follower is a field,
-// whose owner is the session itself (no closures), and its end is the
-// follower's stopped flag (no channel). It fits the 352-byte size class.
+// An idle session is one allocation: its follower is a field, whose owner
+// is the session itself (no closures), and its end is the follower's
+// stopped flag (no channel). It fits the 352-byte size class
+// (TestSessionSize).
 type session struct {
 	s     *Server
 	conn  *ws.Conn
@@ -82,8 +84,6 @@ type session struct {
 	// windowBits is the server window of a deflate client (its compressed
 	// copies are counted in the log's bytes), or -1 without deflate.
 	windowBits int32
-	// ptoken is the session's key in the poller (poll_linux.go, below).
-	ptoken uint32
 
 	// What Sessions reports; fixed at the upgrade.
 	id        uint64
@@ -105,34 +105,22 @@ type session struct {
 	// set by the writer that saw the session end. wdeadline is the write
 	// deadline last set; only the running writer touches it.
 	//
-	// The reader on the poll path (poll_linux.go): polled once registered
-	// with the poller under ptoken; rstate is readRunning while readReady
-	// runs, readArmed while the poller waits for the socket, readEnded at
-	// the end. rc is the socket's, for the poller.
-	//
 	// sidx is the session's place in Server.sessions while it is there,
 	// else -1 (under Server.mu).
 	//
-	// (The small fields are packed together, issue 13.)
+	// (The small fields are packed together.)
 	wpend  atomic.Int32
-	rstate atomic.Int32
 	wended atomic.Bool
-	polled atomic.Bool
 	// ownDeflate: the client's deflate frames are compressed for it alone,
 	// against its context (Options.CompressionContext): nothing of its
 	// compression is shared, or counted in the log's bytes.
 	ownDeflate bool
 	sidx       int32
 	wdeadline  int64 // Unix nanoseconds; 0: none set
-	rc         syscall.RawConn
+	// reg is the socket's registration with the poller on the poll path
+	// (poll), made before the session is shared; zero on the portable path.
+	reg netpoll.Registration
 }
-
-// The reader's states on the poll path.
-const (
-	readRunning = iota // readReady runs (from the upgrade on)
-	readArmed          // waiting in the poller
-	readEnded
-)
 
 // sideDone ends the reader or the writer side.
 func (c *session) sideDone() {
@@ -194,25 +182,23 @@ func (c *session) readLoop() {
 	}
 }
 
-// readReady is the reader of the poll path: started by the poller when the
-// socket is readable (one at a time: rstate), it relays every message the
-// socket holds, then arms the poller again and returns. It may wait (pacing
-// the sender, answering a ping on a full socket, a closing handshake): the
-// poller's loop does not, and an unarmed socket is not read, which is the
-// back-pressure pacing wants.
+// readReady is the reader of the poll path: run by the poller when the
+// socket is readable (one at a time: the registration's claim), it relays
+// every message the socket holds, then arms the poller again and returns.
+// It may wait (pacing the sender, answering a ping on a full socket, a
+// closing handshake): the poller's loop does not, and an unarmed socket is
+// not read, which is the back-pressure pacing wants.
 func (c *session) readReady() {
 	for {
 		op, b, err := nonblock.NextMessage(c.conn)
 		if err == nonblock.ErrWouldBlock {
-			c.rstate.Store(readArmed)
-			if err := c.s.arm(c); err != nil && c.rstate.CompareAndSwap(readArmed, readEnded) {
+			if !c.reg.Arm() {
 				c.readEnd() // closed meanwhile: nobody else will end the reader
 			}
 			return
 		}
 		if err != nil {
 			c.readFailed(err)
-			c.rstate.Store(readEnded)
 			c.readEnd()
 			return
 		}
@@ -225,7 +211,7 @@ func (c *session) readReady() {
 func (c *session) readEnd() {
 	c.finish(reasonDisconnect, 0, "") // no-op unless nobody said why
 	c.conn.CloseNow()
-	c.s.unpoll(c)
+	c.reg.Unregister()
 	c.sideDone()
 }
 
@@ -282,7 +268,7 @@ func (c *session) closeConn(code ws.StatusCode, reason string) {
 }
 
 func (c *session) readerClosed() {
-	if c.polled.Load() && c.rstate.CompareAndSwap(readArmed, readEnded) {
+	if c.reg.Closed() {
 		c.readEnd()
 	}
 }
@@ -323,7 +309,7 @@ func (c *session) readFailed(err error) {
 // run one at a time: only the wake that finds none running starts one.
 func (c *session) wakeWriter() {
 	if c.wpend.Add(1) == 1 {
-		workers.start((*writerTask)(c))
+		workers.Start((*writerTask)(c))
 	}
 }
 
@@ -343,7 +329,7 @@ func (c *session) wake(how wakeHow) bool {
 	case wakeAgain:
 		return c.writeInline()
 	case wakeHandOff:
-		workers.start((*writerTask)(c))
+		workers.Start((*writerTask)(c))
 		return false
 	case wakeInline:
 		if c.runs() && nonblock.Supported(c.conn) {
@@ -364,7 +350,7 @@ func (c *session) wake(how wakeHow) bool {
 // c has no writer any more; so does a batch that leaves c at the head of
 // the log: c takes once more at once, while its state is in the cache,
 // instead of in the waker's next round (with 10 000 sessions woken, that
-// round was a second pass over all of them, issue 13). Anything else — a
+// round was a second pass over all of them). Anything else — a
 // socket that does not take all of it, a cut, the end — goes to a writer
 // goroutine (writeTask) with the batch, or what is left of it. The log's
 // order is kept: nothing else writes to c meanwhile (wpend), and a write
@@ -380,13 +366,13 @@ func (c *session) writeInline() (again bool) {
 			// are for good) where it may wait (closing).
 			wb.reset()
 			writeBatches.Put(wb)
-			workers.start((*writerTask)(c))
+			workers.Start((*writerTask)(c))
 			return false
 		case asleep:
 			wb.reset()
 			writeBatches.Put(wb)
 			if !c.wpend.CompareAndSwap(1, 0) {
-				workers.start((*writerTask)(c)) // woken again meanwhile
+				workers.Start((*writerTask)(c)) // woken again meanwhile
 			}
 			return false
 		}

@@ -403,8 +403,8 @@ func TestCloseWithoutLeaks(t *testing.T) {
 	b := startBus(t, "127.0.0.1:0")
 	ctx := ctxT(t)
 	// One connection first: on Linux the bus's first one starts its poller,
-	// whose one goroutine serves the whole process from then on (bus's
-	// poll_linux.go). Every other goroutine of that connection ends.
+	// whose one goroutine serves the whole process from then on
+	// (bus/internal/netpoll). Every other goroutine of that connection ends.
 	runtime.GC()
 	base, _ := liveGoroutines()
 	warm := dial(t, b, nil)

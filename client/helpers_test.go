@@ -184,10 +184,10 @@ func waitGoroutines(t *testing.T, n int) {
 }
 
 // liveGoroutines counts the goroutines of the process but those of the bus's
-// worker pool that wait for a task (bus/workers.go): the pool keeps up to a
-// few of them after a burst of tasks, however many connections there were,
-// so they are no connection's leak, and how many wait depends on how the
-// tasks overlapped. It returns the dump it counted too.
+// worker pool that wait for a task (bus/internal/workers): the pool keeps up
+// to a few of them after a burst of tasks, however many connections there
+// were, so they are no connection's leak, and how many wait depends on how
+// the tasks overlapped. It returns the dump it counted too.
 func liveGoroutines() (int, []byte) {
 	buf := make([]byte, 1<<20)
 	for {
@@ -217,7 +217,7 @@ func waitingWorker(g []byte) bool {
 		if len(l) == 0 || l[0] == '\t' || bytes.HasPrefix(l, []byte("runtime.")) {
 			continue // a file:line, or a runtime frame
 		}
-		return bytes.HasPrefix(l, []byte("github.com/ovbus/ovbus/bus.(*workerPool).work("))
+		return bytes.HasPrefix(l, []byte("github.com/ovbus/ovbus/bus/internal/workers.(*pool).work("))
 	}
 	return false
 }
@@ -227,11 +227,11 @@ func TestWaitingWorker(t *testing.T) {
 		g    string
 		want bool
 	}{
-		{"goroutine 42 [chan receive]:\ngithub.com/ovbus/ovbus/bus.(*workerPool).work(0x12343c0, {0xd53040, 0xc0000f02c0})\n\t/src/bus/workers.go:84 +0x7a\ncreated by github.com/ovbus/ovbus/bus.(*workerPool).start in goroutine 40", true},
+		{"goroutine 42 [chan receive]:\ngithub.com/ovbus/ovbus/bus/internal/workers.(*pool).work(0x12343c0, {0xd53040, 0xc0000f02c0})\n\t/src/bus/internal/workers/workers.go:84 +0x7a\ncreated by github.com/ovbus/ovbus/bus/internal/workers.(*pool).start in goroutine 40", true},
 		// GOTRACEBACK=system shows the runtime's frames first.
-		{"goroutine 42 gp=0xc000102a80 m=nil [chan receive]:\nruntime.gopark(0x1?, 0x0?, 0x0?, 0x0?, 0x0?)\n\t/go/src/runtime/proc.go:460 +0xce\nruntime.chanrecv1(0x0?, 0x0?)\n\t/go/src/runtime/chan.go:506 +0x12\ngithub.com/ovbus/ovbus/bus.(*workerPool).work(0x12343c0, {0xd53040, 0xc0000f02c0})\n\t/src/bus/workers.go:84 +0x7a", true},
+		{"goroutine 42 gp=0xc000102a80 m=nil [chan receive]:\nruntime.gopark(0x1?, 0x0?, 0x0?, 0x0?, 0x0?)\n\t/go/src/runtime/proc.go:460 +0xce\nruntime.chanrecv1(0x0?, 0x0?)\n\t/go/src/runtime/chan.go:506 +0x12\ngithub.com/ovbus/ovbus/bus/internal/workers.(*pool).work(0x12343c0, {0xd53040, 0xc0000f02c0})\n\t/src/bus/internal/workers/workers.go:84 +0x7a", true},
 		// A worker running the poller is not waiting.
-		{"goroutine 41 [IO wait]:\ninternal/poll.runtime_pollWait(0x7fe374957800, 0x72)\n\t/go/src/runtime/netpoll.go:351 +0x85\ngithub.com/ovbus/ovbus/bus.(*poller).loop(0xc0000a4340)\n\t/src/bus/poll_linux.go:240 +0x6e\ngithub.com/ovbus/ovbus/bus.(*workerPool).work(0x12343c0, {0xd53040, 0xc0000f02c0})\n\t/src/bus/workers.go:74 +0x8d", false},
+		{"goroutine 41 [IO wait]:\ninternal/poll.runtime_pollWait(0x7fe374957800, 0x72)\n\t/go/src/runtime/netpoll.go:351 +0x85\ngithub.com/ovbus/ovbus/bus/internal/netpoll.(*poller).loop(0xc0000a4340)\n\t/src/bus/internal/netpoll/poller_linux.go:240 +0x6e\ngithub.com/ovbus/ovbus/bus/internal/workers.(*pool).work(0x12343c0, {0xd53040, 0xc0000f02c0})\n\t/src/bus/internal/workers/workers.go:74 +0x8d", false},
 		{"goroutine 1 [chan receive]:\ntesting.(*T).Run(0xc0000fc908, {0xd226ae, 0x15}, 0xd49a58)", false},
 	} {
 		if got := waitingWorker([]byte(c.g)); got != c.want {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package bus
+package netpoll
 
 import (
 	"bufio"
@@ -12,28 +12,26 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/ovbus/ovbus/ws/nonblock"
 )
 
-// fdConn is a client's plain TCP socket once it is out of the Go runtime's
-// poller: the bus's own epoll (poll_linux.go) tells both its reader and its
+// fdConn is a plain TCP socket once it is out of the Go runtime's poller:
+// this package's epoll (poller_linux.go) tells both its reader and its
 // waiting writer when the socket is ready. A *net.TCPConn costs an idle
-// connection about 900 bytes beside the session: its pollDesc with two
-// timers and the netFD's finalizer record outside the heap, and the
-// TCPConn, netFD, poll.FD and two TCPAddr on it (issue 13). An fdConn is a
-// descriptor, a token and the waiters' state.
+// connection about 900 bytes: its pollDesc with two timers and the netFD's
+// finalizer record outside the heap, and the TCPConn, netFD, poll.FD and
+// two TCPAddr on it. An fdConn is a descriptor, a token, its reader and the
+// waiters' state, 80 bytes (TestFDConnSize).
 //
-// It is a nonblock.Socket (net.Conn, syscall.Conn and RawSocket), so that
-// ws reads and writes it with raw system calls as it does a *net.TCPConn
-// (ws/rawio_linux.go): its RawConn's Read and Write
-// call f with the descriptor until f returns true, waiting in between for
-// the bus's epoll to report the socket readable (EPOLLIN) or writable
-// (EPOLLOUT), and honour the deadlines and Close. A deadline costs a timer
-// only while someone waits (fdWaiter).
+// It is a net.Conn and a syscall.Conn with RawSocket (ws/nonblock's
+// Socket), so that ws reads and writes it with raw system calls as it does
+// a *net.TCPConn (ws/rawio_linux.go): its RawConn's Read and Write call f
+// with the descriptor until f returns true, waiting in between for the
+// poller to report the socket readable (EPOLLIN) or writable (EPOLLOUT),
+// and honour the deadlines and Close. A deadline costs a timer only while
+// someone waits (fdWaiter).
 //
 // Readable comes from the poller's one-shot registration, armed for the
-// session's reader and for a waiting Read (rearm). Writable comes from a
+// registered reader and for a waiting Read (rearm). Writable comes from a
 // second epoll instance (poller.wepfd), where the socket is registered
 // once, edge-triggered, as the runtime's poller does it: a write that
 // waits costs no epoll_ctl. The kernel reports an edge only after a write
@@ -46,25 +44,25 @@ import (
 // descriptor number is never reused by another connection while a system
 // call or an epoll_ctl of this one may still name it.
 //
-// Only a socket on the poll path is handed over (handOver, from the
-// upgrade's hijack): TLS, other systems and pollDisabled keep the
-// *net.TCPConn.
+// Only a socket the caller hands over is one (HandOver, from an upgrade's
+// hijack); TLS and other systems keep the *net.TCPConn.
 type fdConn struct {
 	ref   atomic.Uint64 // fdClosed | uses, the open conn being one use
 	fd    int32
 	token uint32 // the key in the poller (poller.conns)
+	rs    readState
 
-	// Under mu: what is armed in epoll (one-shot, so nothing after an
-	// event until armed again), whether the session's reader waits for the
-	// poller (reader), the waiting Read and Write (at most one each: ws
-	// serialises each side), and the session, whose reader the poller
-	// starts.
+	// Under mu: whether the reader is armed in epoll (one-shot, so nothing
+	// after an event until armed again), whether the registered reader
+	// waits for the poller (reader), the waiting Read and Write (at most
+	// one each: ws serialises each side), and the reader the poller starts
+	// (Register).
 	mu     sync.Mutex
-	armed  uint32
+	armed  bool
 	reader bool
 	wready bool // writable since the last write waited
 	rw, ww *fdWaiter
-	sess   *session
+	rd     Reader
 
 	rdl, wdl atomic.Int64 // the deadlines, Unix nanoseconds; 0: none, dlPast: past when set
 }
@@ -77,18 +75,23 @@ const fdClosed = 1 << 63
 // epollET is EPOLLET as epoll_event's uint32 (syscall's is negative).
 const epollET = 1 << 31
 
-// handOver is the upgrade's http.ResponseWriter: its Hijack hands a plain
-// TCP socket over to an fdConn, so that ws.Accept makes the Conn on it.
+// handOver is an upgrade's http.ResponseWriter whose Hijack hands a plain
+// TCP socket over to an fdConn, so that the WebSocket library makes its
+// connection on it.
 type handOver struct {
 	http.ResponseWriter
 	hj http.Hijacker
 }
 
-// handOverWriter returns w, or, on the poll path, a writer whose Hijack
-// hands the socket over (handOver).
-func handOverWriter(w http.ResponseWriter) http.ResponseWriter {
+// HandOver returns w with a Hijack that takes a plain TCP socket out of the
+// runtime's poller: the net.Conn it returns is then this package's (its
+// reads and writes wait on the poller; it has RawSocket, as ws/nonblock's
+// Socket wants), for Register. A socket it cannot take (not TCP, no
+// descriptor left) is returned as net/http's Hijack returned it. w itself
+// when it is no http.Hijacker.
+func HandOver(w http.ResponseWriter) http.ResponseWriter {
 	hj, ok := w.(http.Hijacker)
-	if pollDisabled || !ok {
+	if !ok {
 		return w
 	}
 	return &handOver{ResponseWriter: w, hj: hj}
@@ -101,7 +104,7 @@ func (h *handOver) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		if fc := newFDConn(tc); fc != nil {
-			return fc, brw, nil // brw's buffered input is all ws reads of it
+			return fc, brw, nil // brw's buffered input is read from it first
 		}
 	}
 	return nc, brw, nil
@@ -173,7 +176,7 @@ func (fc *fdConn) decref() {
 func (fc *fdConn) isClosed() bool { return fc.ref.Load()&fdClosed != 0 }
 
 // Close closes the conn: the waiting Read and Write return net.ErrClosed,
-// and fd is closed once no call uses it any more.
+// the token goes, and fd is closed once no call uses it any more.
 func (fc *fdConn) Close() error {
 	for {
 		old := fc.ref.Load()
@@ -204,29 +207,25 @@ const (
 // rearm arms in the poller's epoll what the reader and a waiting Read
 // want and is not armed yet; fc.mu is held.
 func (fc *fdConn) rearm() error {
-	var want uint32
-	if fc.reader || fc.rw != nil {
-		want |= fdReadEvents
-	}
-	if want&^fc.armed == 0 {
-		return nil // armed, or a pending event will arm it again (ready)
+	if !fc.reader && fc.rw == nil || fc.armed {
+		return nil // nothing wanted, armed, or a pending event will arm it again (ready)
 	}
 	if !fc.incref() {
 		return net.ErrClosed
 	}
-	ev := syscall.EpollEvent{Events: want | syscall.EPOLLONESHOT, Fd: int32(fc.token)}
+	ev := syscall.EpollEvent{Events: fdReadEvents | syscall.EPOLLONESHOT, Fd: int32(fc.token)}
 	err := syscall.EpollCtl(thePoller.epfd, syscall.EPOLL_CTL_MOD, int(fc.fd), &ev)
 	fc.decref()
 	if err != nil {
 		return err
 	}
-	fc.armed = want
+	fc.armed = true
 	return nil
 }
 
-// armReader asks the poller to start the session's reader (readReady) when
-// the socket is readable; it fails once the conn is closed.
-func (fc *fdConn) armReader() error {
+// arm asks the poller to start the registered reader when the socket is
+// readable; it fails once the conn is closed (pollee).
+func (fc *fdConn) arm() error {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
 	if fc.isClosed() {
@@ -236,19 +235,24 @@ func (fc *fdConn) armReader() error {
 	return fc.rearm()
 }
 
+func (fc *fdConn) state() *readState { return &fc.rs }
+
+// unregister does nothing: Close lets the token go (pollee).
+func (fc *fdConn) unregister() {}
+
 // ready takes an event of fc's socket from the poller's epoll (on the
-// poller's loop): it wakes the waiters it concerns and returns the session
-// whose reader is to start, if any; what is still wanted is armed again.
-func (fc *fdConn) ready(events uint32) *session {
+// poller's loop): it wakes the waiters it concerns and returns the reader
+// to start, claimed, if any; what is still wanted is armed again
+// (pollee).
+func (fc *fdConn) ready(events uint32) Reader {
 	fc.mu.Lock()
-	defer fc.mu.Unlock()
-	fc.armed = 0
-	var start *session
+	fc.armed = false
+	start := false
 	if events&(fdReadEvents|fdEndEvents) != 0 {
 		fc.rw.wake()
 		fc.rw = nil
 		if fc.reader {
-			fc.reader, start = false, fc.sess
+			fc.reader, start = false, true
 		}
 	}
 	if events&fdEndEvents != 0 {
@@ -262,11 +266,16 @@ func (fc *fdConn) ready(events uint32) *session {
 			fc.ww.wake()
 			fc.rw, fc.ww = nil, nil
 			if fc.reader {
-				fc.reader, start = false, fc.sess
+				fc.reader, start = false, true
 			}
 		}
 	}
-	return start
+	rd := fc.rd
+	fc.mu.Unlock()
+	if start && fc.rs.claim() {
+		return rd
+	}
+	return nil
 }
 
 // writable takes an edge of the write epoll (poller.wepfd): it wakes the
@@ -441,10 +450,8 @@ func (r *fdRaw) Write(f func(fd uintptr) bool) error {
 func (fc *fdConn) SyscallConn() (syscall.RawConn, error) { return (*fdRaw)(fc), nil }
 
 // RawSocket tells ws that the RawConn reads and writes the socket itself
-// (nonblock.Socket).
+// (ws/nonblock's Socket).
 func (fc *fdConn) RawSocket() bool { return true }
-
-var _ nonblock.Socket = (*fdConn)(nil)
 
 // Read is net.Conn's Read.
 func (fc *fdConn) Read(b []byte) (int, error) {
@@ -513,7 +520,7 @@ func (fc *fdConn) CloseWrite() error {
 	return nil
 }
 
-// SetWriteBuffer sets SO_SNDBUF, as *net.TCPConn's does (setSendBuffer).
+// SetWriteBuffer sets SO_SNDBUF, as *net.TCPConn's does.
 func (fc *fdConn) SetWriteBuffer(n int) error {
 	if !fc.incref() {
 		return fc.opError("set", net.ErrClosed)

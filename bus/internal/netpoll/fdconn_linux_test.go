@@ -1,28 +1,44 @@
 //go:build linux
 
-package bus
+package netpoll
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
-	"github.com/ovbus/ovbus/ws"
+	"github.com/ovbus/ovbus/internal/testwait"
+
+	"github.com/ovbus/ovbus/ws/nonblock"
 )
 
-// fdPair returns an fdConn (the server's side, out of the runtime's
-// poller) and the peer's ordinary *net.TCPConn.
-func fdPair(t *testing.T, ln net.Listener) (*fdConn, *net.TCPConn) {
+// An fdConn is what ws/nonblock calls a Socket: ws reads and writes it
+// with raw system calls.
+var _ nonblock.Socket = (*fdConn)(nil)
+
+// TestFDConnSize: an fdConn (the whole of an idle connection's socket on
+// the poll path, its reader's registration included) fits the 80-byte size
+// class, and a kept socket's registration the 48-byte one.
+func TestFDConnSize(t *testing.T) {
+	if n := unsafe.Sizeof(fdConn{}); n > 80 {
+		t.Errorf("an fdConn is %d bytes, more than the 80-byte size class", n)
+	}
+	if n := unsafe.Sizeof(kept{}); n > 48 {
+		t.Errorf("a kept registration is %d bytes, more than the 48-byte size class", n)
+	}
+}
+
+// tcpPair returns the two ends of a TCP connection made on ln: the
+// server's side, kept in the runtime's poller, and the peer's.
+func tcpPair(t *testing.T, ln net.Listener) (*net.TCPConn, *net.TCPConn) {
 	t.Helper()
 	peer, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
@@ -32,12 +48,21 @@ func fdPair(t *testing.T, ln net.Listener) (*fdConn, *net.TCPConn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fc := newFDConn(nc.(*net.TCPConn))
+	t.Cleanup(func() { nc.Close(); peer.Close() })
+	return nc.(*net.TCPConn), peer.(*net.TCPConn)
+}
+
+// fdPair returns an fdConn (the server's side, out of the runtime's
+// poller) and the peer's ordinary *net.TCPConn.
+func fdPair(t *testing.T, ln net.Listener) (*fdConn, *net.TCPConn) {
+	t.Helper()
+	nc, peer := tcpPair(t, ln)
+	fc := newFDConn(nc)
 	if fc == nil {
 		t.Fatal("newFDConn: no hand-over")
 	}
-	t.Cleanup(func() { fc.Close(); peer.Close() })
-	return fc, peer.(*net.TCPConn)
+	t.Cleanup(func() { fc.Close() })
+	return fc, peer
 }
 
 func listen(t *testing.T) net.Listener {
@@ -52,7 +77,7 @@ func listen(t *testing.T) net.Listener {
 
 // writerWaits waits until a Write waits for EPOLLOUT on fc.
 func writerWaits(t *testing.T, fc *fdConn) {
-	waitFor(t, "a writer waiting for EPOLLOUT", 10*time.Second, func() bool {
+	testwait.Until(t, "a writer waiting for EPOLLOUT", 10*time.Second, func() bool {
 		fc.mu.Lock()
 		defer fc.mu.Unlock()
 		return fc.ww != nil
@@ -82,7 +107,7 @@ func TestFDConnWriteWaitsForDrain(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			fc, peer := fdPair(t, ln)
 			smallBuffers(fc, peer)
-			want := pattern(4 << 20)
+			want := pattern(1 << 20)
 			errc := make(chan error, 1)
 			go func() {
 				if how == "Write" {
@@ -127,46 +152,65 @@ func TestFDConnWriteWaitsForDrain(t *testing.T) {
 	}
 }
 
-// TestFDConnWriteDeadline: a write waiting on a peer that reads nothing
-// ends at its deadline with a timeout, whether the deadline was set before
-// the write or moved while it waits (a cut, session.go's onCut).
-func TestFDConnWriteDeadline(t *testing.T) {
+// TestFDConnDeadlines: a read waiting on a peer that sends nothing, and a
+// write waiting on a peer that reads nothing, end at their deadline with a
+// timeout, whether it was set before the call or moved while it waits (as
+// a server cutting a slow client does); a deadline in the past fails even
+// a call that would not wait (ws's watch ends a call that way); once the
+// deadline is lifted the conn works on.
+func TestFDConnDeadlines(t *testing.T) {
 	ln := listen(t)
-	for _, when := range []string{"before", "while waiting"} {
-		t.Run(when, func(t *testing.T) {
-			fc, peer := fdPair(t, ln)
-			smallBuffers(fc, peer)
-			if when == "before" {
-				fc.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
-			}
-			errc := make(chan error, 1)
-			go func() {
-				_, err := fc.Write(pattern(8 << 20))
-				errc <- err
-			}()
-			if when != "before" {
-				writerWaits(t, fc)
-				fc.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
-			}
-			err := <-errc
-			var ne net.Error
-			if !errors.As(err, &ne) || !ne.Timeout() || !errors.Is(err, os.ErrDeadlineExceeded) {
-				t.Fatalf("write: %v, want a timeout", err)
-			}
-			// A deadline set in the past fails even a write that would
-			// not wait (ws's watch ends a call that way).
-			fc.SetWriteDeadline(time.Now().Add(-time.Second))
-			if _, err := fc.Write([]byte("x")); !errors.Is(err, os.ErrDeadlineExceeded) {
-				t.Fatalf("write past its deadline: %v", err)
-			}
-			// The conn is still usable once the deadline is lifted.
-			fc.SetWriteDeadline(time.Time{})
-			go io.Copy(io.Discard, peer)
-			if _, err := fc.Write([]byte("more")); err != nil {
-				t.Fatal(err)
-			}
-		})
+	for _, side := range []string{"read", "write"} {
+		for _, when := range []string{"before", "while waiting"} {
+			t.Run(side+"/"+when, func(t *testing.T) {
+				fc, peer := fdPair(t, ln)
+				smallBuffers(fc, peer)
+				set, waits := fc.SetReadDeadline, readerWaits
+				call := func(b []byte) error { _, err := fc.Read(b); return err }
+				if side == "write" {
+					set, waits = fc.SetWriteDeadline, writerWaits
+					call = func(b []byte) error { _, err := fc.Write(b); return err }
+				}
+				if when == "before" {
+					set(time.Now().Add(50 * time.Millisecond))
+				}
+				errc := make(chan error, 1)
+				go func() { errc <- call(pattern(8 << 20)) }()
+				if when != "before" {
+					waits(t, fc)
+					set(time.Now().Add(10 * time.Millisecond))
+				}
+				if err := <-errc; !isTimeout(err) {
+					t.Fatalf("%s: %v, want a timeout", side, err)
+				}
+				peer.Write([]byte("late")) // a read finds bytes
+				set(time.Now().Add(-time.Second))
+				if err := call(make([]byte, 4)); !isTimeout(err) {
+					t.Fatalf("%s past its deadline: %v", side, err)
+				}
+				set(time.Time{})
+				go io.Copy(io.Discard, peer) // a write finds room
+				if err := call(make([]byte, 4)); err != nil {
+					t.Fatalf("%s once the deadline is lifted: %v", side, err)
+				}
+			})
+		}
 	}
+}
+
+// isTimeout reports whether err is a deadline's, as net's are.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout() && errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// readerWaits waits until a Read waits for EPOLLIN on fc.
+func readerWaits(t *testing.T, fc *fdConn) {
+	testwait.Until(t, "a reader waiting for EPOLLIN", 10*time.Second, func() bool {
+		fc.mu.Lock()
+		defer fc.mu.Unlock()
+		return fc.rw != nil
+	})
 }
 
 // TestFDConnCloseWakesWaiters: Close ends a write waiting for EPOLLOUT and
@@ -184,11 +228,7 @@ func TestFDConnCloseWakesWaiters(t *testing.T) {
 		rerr <- err
 	}()
 	writerWaits(t, fc)
-	waitFor(t, "a reader waiting for EPOLLIN", 10*time.Second, func() bool {
-		fc.mu.Lock()
-		defer fc.mu.Unlock()
-		return fc.rw != nil
-	})
+	readerWaits(t, fc)
 	if err := fc.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -246,16 +286,9 @@ func TestFDConnCloseRace(t *testing.T) {
 		fc.Close()
 		// New sockets, at once: the old descriptor number, if free, goes
 		// to one of them.
-		npeer, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		nsrv, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range []net.Conn{npeer, nsrv} {
-			rc, _ := c.(*net.TCPConn).SyscallConn()
+		nsrv, npeer := tcpPair(t, ln)
+		for _, c := range []*net.TCPConn{npeer, nsrv} {
+			rc, _ := c.SyscallConn()
 			rc.Control(func(fd uintptr) {
 				if int(fd) == oldfd {
 					reused++
@@ -265,8 +298,8 @@ func TestFDConnCloseRace(t *testing.T) {
 		npeer.Write([]byte("ping"))
 		nsrv.Write([]byte("pong"))
 		wg.Wait() // the old conn's calls are over
-		nsrv.(*net.TCPConn).CloseWrite()
-		npeer.(*net.TCPConn).CloseWrite()
+		nsrv.CloseWrite()
+		npeer.CloseWrite()
 		nsrv.SetReadDeadline(time.Now().Add(10 * time.Second))
 		npeer.SetReadDeadline(time.Now().Add(10 * time.Second))
 		if b, err := io.ReadAll(nsrv); err != nil || string(b) != "ping" {
@@ -280,67 +313,4 @@ func TestFDConnCloseRace(t *testing.T) {
 		peer.Close()
 	}
 	t.Logf("the old descriptor number went to a new socket in %d of 200 rounds", reused)
-}
-
-// TestSessionHandedOver: on the poll path a session's socket is an fdConn
-// from the upgrade on (on the portable path a *net.TCPConn), and a client
-// that reads nothing for a while gets every message once it reads: the
-// session's writer waited for EPOLLOUT through ws's raw writes.
-func TestSessionHandedOver(t *testing.T) {
-	s, url := testServer(t, Options{MaxMsgSize: 1 << 20})
-	a := dial(t, url, nil)
-	b := dial(t, url, &ws.DialOptions{NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if err == nil {
-			nc.(*net.TCPConn).SetReadBuffer(64 << 10) // fills soon
-		}
-		return nc, err
-	}})
-	waitFor(t, "the sessions", 5*time.Second, func() bool { return s.Clients() == 2 })
-	var fcs []*fdConn
-	s.mu.Lock()
-	for _, c := range s.sessions {
-		fc, ok := c.conn.NetConn().(*fdConn)
-		if ok == pollDisabled {
-			t.Errorf("pollDisabled %v: the session's socket is a %T", pollDisabled, c.conn.NetConn())
-		}
-		if ok {
-			fcs = append(fcs, fc)
-		}
-	}
-	s.mu.Unlock()
-	msg := []byte(`{"type":"x","data":{"pad":"` + strings.Repeat("p", 60<<10) + `"}}`)
-	const n = 40 // 2.4 MiB: more than the sockets hold
-	go func() {
-		for range n {
-			if a.WriteMessage(context.Background(), ws.OpText, msg) != nil {
-				return
-			}
-		}
-	}()
-	if !pollDisabled {
-		waitFor(t, "a session's writer waiting for EPOLLOUT", 20*time.Second, func() bool {
-			for _, fc := range fcs {
-				fc.mu.Lock()
-				w := fc.ww != nil
-				fc.mu.Unlock()
-				if w {
-					return true
-				}
-			}
-			return false
-		})
-	}
-	go func() { // a reads its own echoes
-		for range n {
-			if _, _, err := a.ReadMessage(context.Background()); err != nil {
-				return
-			}
-		}
-	}()
-	for i := range n {
-		if op, got := read(t, b); op != ws.OpText || !bytes.Equal(got, msg) {
-			t.Fatalf("message %d: %v, %d bytes", i, op, len(got))
-		}
-	}
 }

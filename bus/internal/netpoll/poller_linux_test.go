@@ -1,0 +1,402 @@
+//go:build linux
+
+package netpoll
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/ovbus/ovbus/internal/testwait"
+)
+
+// fakeReader is a Reader as a server's is: each run reads what its socket
+// holds without waiting, then arms its registration again; at the end of
+// the stream, or when the socket is closed, it ends (closes the socket and
+// lets the registration go). It counts its runs and any run that overlaps
+// another; got is touched by the running reader only, so that two runs at
+// once are a data race too.
+type fakeReader struct {
+	sock      net.Conn
+	reg       Registration
+	got       []byte
+	runs      atomic.Int32
+	running   atomic.Int32
+	overlaps  atomic.Int32
+	beforeArm func() // nil: none
+	ended     chan struct{}
+}
+
+// register registers sock for a new fakeReader and runs it once, as a
+// server does right after Register.
+func register(t *testing.T, sock net.Conn, beforeArm func()) *fakeReader {
+	t.Helper()
+	r := &fakeReader{sock: sock, beforeArm: beforeArm, ended: make(chan struct{})}
+	reg, err := Register(sock, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.reg = reg
+	t.Cleanup(func() {
+		sock.Close()
+		if r.reg.Closed() {
+			r.end()
+		}
+	})
+	go r.Run()
+	return r
+}
+
+func (r *fakeReader) Run() {
+	r.runs.Add(1)
+	if r.running.Add(1) != 1 {
+		r.overlaps.Add(1)
+	}
+	var buf [700]byte
+	for {
+		n, err := readNow(r.sock, buf[:])
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			// Counted out before Arm: once armed, the poller may run
+			// the next run at once.
+			r.running.Add(-1)
+			if r.beforeArm != nil {
+				r.beforeArm()
+			}
+			if !r.reg.Arm() {
+				r.end() // closed meanwhile
+			}
+			return
+		case err != nil || n == 0: // closed, or the end of the stream
+			r.running.Add(-1)
+			r.end()
+			return
+		}
+		r.got = append(r.got, buf[:n]...)
+		runtime.Gosched() // let another run overlap this one, if one could
+	}
+}
+
+// end ends the reader: it may happen once only (closing ended twice
+// panics).
+func (r *fakeReader) end() {
+	r.sock.Close()
+	r.reg.Unregister()
+	close(r.ended)
+}
+
+// readNow reads what sock holds without waiting: syscall.EAGAIN when
+// nothing.
+func readNow(sock net.Conn, b []byte) (int, error) {
+	rc, err := sock.(syscall.Conn).SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var rerr error
+	if err := rc.Control(func(fd uintptr) { n, rerr = syscall.Read(int(fd), b) }); err != nil {
+		return 0, err
+	}
+	return max(n, 0), rerr
+}
+
+// pending is how many bytes sock holds for reading (FIONREAD).
+func pending(sock net.Conn) int {
+	rc, err := sock.(syscall.Conn).SyscallConn()
+	if err != nil {
+		return 0
+	}
+	var n int32
+	rc.Control(func(fd uintptr) {
+		syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
+	})
+	return int(n)
+}
+
+// socketPair returns a server socket, handed over (an fdConn) or kept in
+// the runtime's poller (a *net.TCPConn), and its peer.
+func socketPair(t *testing.T, ln net.Listener, handOver bool) (net.Conn, *net.TCPConn) {
+	t.Helper()
+	if handOver {
+		return fdPair(t, ln)
+	}
+	return tcpPair(t, ln)
+}
+
+// unixPair returns the two ends of a socketpair as *net.UnixConn: a
+// socket the runtime's poller keeps, whose bytes are readable on one end
+// as soon as a write on the other returns.
+func unixPair(t *testing.T) (*net.UnixConn, *net.UnixConn) {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ends [2]*net.UnixConn
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "socketpair")
+		nc, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends[i] = nc.(*net.UnixConn)
+		t.Cleanup(func() { nc.Close() })
+	}
+	return ends[0], ends[1]
+}
+
+// kinds are the two kinds of registered socket.
+var kinds = []struct {
+	name     string
+	handOver bool
+}{{"handed-over", true}, {"kept", false}}
+
+// TestReadersOneAtATime: many sockets, each fed by a peer in small writes,
+// each read by a reader the poller runs whenever its socket is readable:
+// never two runs of one socket's reader at once, and every reader gets its
+// peer's bytes, all and in order, however the writes and the runs fall.
+func TestReadersOneAtATime(t *testing.T) {
+	ln := listen(t)
+	const socks, writes = 100, 200
+	readers := make([]*fakeReader, socks)
+	want := make([][]byte, socks)
+	var wg sync.WaitGroup
+	for i := range socks {
+		sock, peer := socketPair(t, ln, kinds[i%2].handOver)
+		peer.SetNoDelay(true)
+		readers[i] = register(t, sock, nil)
+		var sent bytes.Buffer
+		for k := range writes {
+			sent.WriteString(fmt.Sprintf("%d:%d:%s;", i, k, bytes.Repeat([]byte{'x'}, (i*7+k*13)%500)))
+		}
+		want[i] = sent.Bytes()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b := want[i]
+			for k := 0; len(b) > 0; k++ {
+				n := min(len(b), 1+(k*37)%900)
+				if _, err := peer.Write(b[:n]); err != nil {
+					t.Error(err)
+					return
+				}
+				b = b[n:]
+				runtime.Gosched()
+			}
+			peer.CloseWrite() // the reader ends at the end of the stream
+		}()
+	}
+	wg.Wait()
+	for i, r := range readers {
+		select {
+		case <-r.ended:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("socket %d (%s): the reader did not reach the end of the stream (%d of %d bytes)", i, kinds[i%2].name, len(r.got), len(want[i]))
+		}
+		if n := r.overlaps.Load(); n != 0 {
+			t.Errorf("socket %d (%s): %d runs of its reader overlapped another", i, kinds[i%2].name, n)
+		}
+		if !bytes.Equal(r.got, want[i]) {
+			t.Errorf("socket %d (%s): the reader got %d bytes, not the %d sent", i, kinds[i%2].name, len(r.got), len(want[i]))
+		}
+	}
+}
+
+// TestArmReportsBytesThatCameMeanwhile: bytes that arrive after the reader
+// found the socket empty and before it armed the registration are
+// reported as the reader arms it: the reader runs again and reads them,
+// with nothing more sent.
+func TestArmReportsBytesThatCameMeanwhile(t *testing.T) {
+	ln := listen(t)
+	for _, kind := range append(kinds, struct {
+		name     string
+		handOver bool
+	}{"unix", false}) {
+		t.Run(kind.name, func(t *testing.T) {
+			var sock net.Conn
+			var peer net.Conn
+			if kind.name == "unix" {
+				sock, peer = unixPair(t)
+			} else {
+				sock, peer = socketPair(t, ln, kind.handOver)
+			}
+			drained, proceed := make(chan struct{}), make(chan struct{})
+			var first atomic.Bool
+			r := register(t, sock, func() {
+				if first.CompareAndSwap(false, true) {
+					drained <- struct{}{} // found the socket empty: not armed yet
+					<-proceed
+				}
+			})
+			<-drained
+			if _, err := peer.Write([]byte("meanwhile")); err != nil {
+				t.Fatal(err)
+			}
+			testwait.Until(t, "the bytes in the socket", 10*time.Second, func() bool { return pending(sock) == len("meanwhile") })
+			close(proceed)
+			testwait.Until(t, "the reader to run again and read them", 10*time.Second, func() bool { return r.runs.Load() == 2 && pending(sock) == 0 })
+			peer.Close()
+			<-r.ended // reads the end of the stream: got is the reader's no more
+			if string(r.got) != "meanwhile" {
+				t.Fatalf("the reader got %q", r.got)
+			}
+		})
+	}
+}
+
+// TestClosedEndsTheReaderOnce: a socket closed by another than its reader,
+// while the reader runs, arms or waits in the poller, has its reader ended
+// once: by the closer when the reader waited (Closed), else by the reader
+// itself (its read or its Arm fails). Never twice (end would panic), never
+// not at all.
+func TestClosedEndsTheReaderOnce(t *testing.T) {
+	ln := listen(t)
+	for round := range 200 {
+		kind := kinds[round%2]
+		sock, peer := socketPair(t, ln, kind.handOver)
+		r := register(t, sock, nil)
+		for range round % 5 {
+			peer.Write([]byte("x")) // a run under way, or about to be
+		}
+		for range round % 7 {
+			runtime.Gosched() // vary where the close lands
+		}
+		go func() {
+			sock.Close()
+			if r.reg.Closed() {
+				r.end()
+			}
+		}()
+		select {
+		case <-r.ended:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d (%s): the reader of a closed socket was never ended", round, kind.name)
+		}
+		if r.reg.Closed() {
+			t.Fatalf("round %d (%s): Closed reported an armed reader after the reader ended", round, kind.name)
+		}
+	}
+}
+
+// TestClosedSocketsTokenGoesToNoOneElse: once a socket whose reader armed
+// is closed, its token (and, likely, its descriptor number) may go to a new
+// socket, and the new socket's events run the new reader only, never the
+// old one.
+func TestClosedSocketsTokenGoesToNoOneElse(t *testing.T) {
+	ln := listen(t)
+	for _, kind := range kinds {
+		t.Run(kind.name, func(t *testing.T) {
+			for range 50 {
+				sock, _ := socketPair(t, ln, kind.handOver)
+				old := register(t, sock, nil)
+				testwait.Until(t, "the reader to arm", 10*time.Second, func() bool { return old.reg.p.state().Load() == readArmed })
+				sock.Close()
+				if !old.reg.Closed() {
+					t.Fatal("Closed did not report the armed reader")
+				}
+				old.end()
+				p := thePoller
+				p.mu.Lock()
+				p.next-- // the next token handed out is the old one's
+				p.mu.Unlock()
+				// (The new socket takes it: no other test runs meanwhile.)
+				nsock, npeer := socketPair(t, ln, kind.handOver)
+				r := register(t, nsock, nil)
+				if tokenOf(r.reg) != tokenOf(old.reg) {
+					t.Fatalf("the new socket has token %d, not the old one's %d", tokenOf(r.reg), tokenOf(old.reg))
+				}
+				npeer.Write([]byte("new"))
+				npeer.Close()
+				select {
+				case <-r.ended: // read "new" and the end of the stream
+				case <-time.After(10 * time.Second):
+					t.Fatal("the new reader did not read to the end of its stream")
+				}
+				if string(r.got) != "new" || old.runs.Load() != 1 || len(old.got) != 0 {
+					t.Fatalf("the new reader got %q; the old one ran %d times and got %q", r.got, old.runs.Load(), old.got)
+				}
+			}
+		})
+	}
+}
+
+// tokenOf is r's token in the poller.
+func tokenOf(r Registration) uint32 {
+	if fc, ok := r.p.(*fdConn); ok {
+		return fc.token
+	}
+	return r.p.(*kept).token
+}
+
+// TestTokens: a token is never 0 (the write epoll's) and never one still
+// held, also when the count wraps; one let go may be handed out again, and
+// then its old owner's forget leaves the new owner in place.
+func TestTokens(t *testing.T) {
+	p, err := getPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x1, x2, x3 := new(kept), new(kept), new(kept)
+	p.mu.Lock()
+	p.next = math.MaxUint32 - 1
+	p.mu.Unlock()
+	t1 := p.add(x1) // MaxUint32
+	t2 := p.add(x2) // wraps: not 0
+	defer p.forget(t2, x2)
+	if t1 != math.MaxUint32 || t2 == 0 {
+		t.Fatalf("tokens %d, %d around the wrap", t1, t2)
+	}
+	p.mu.Lock()
+	p.next = t1 - 1
+	p.mu.Unlock()
+	if t3 := p.add(x3); t3 == t1 {
+		t.Fatalf("token %d handed out while still held", t3)
+	} else {
+		p.forget(t3, x3)
+	}
+	p.forget(t1, x1)
+	p.mu.Lock()
+	p.next = t1 - 1
+	p.mu.Unlock()
+	if t3 := p.add(x3); t3 != t1 {
+		t.Fatalf("token %d, want %d once let go", t3, t1)
+	}
+	p.forget(t1, x1) // the old owner, late
+	p.mu.Lock()
+	got := p.conns[t1]
+	p.mu.Unlock()
+	p.forget(t1, x3)
+	if got != pollee(x3) {
+		t.Fatal("the old owner's forget took the token from its new owner")
+	}
+}
+
+// TestRegisterNotASocket: a net.Conn that is no socket is not registered
+// (errors.ErrUnsupported: the caller reads it another way), and a zero
+// Registration is no registration.
+func TestRegisterNotASocket(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if _, err := Register(a, &fakeReader{}); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("Register(net.Pipe()): %v, want errors.ErrUnsupported", err)
+	}
+	var zero Registration
+	if zero.Closed() {
+		t.Fatal("a zero Registration reported an armed reader")
+	}
+	zero.Unregister()
+}

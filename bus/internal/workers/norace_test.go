@@ -1,0 +1,5 @@
+//go:build !race
+
+package workers
+
+const raceEnabled = false

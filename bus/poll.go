@@ -1,0 +1,68 @@
+package bus
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/ovbus/ovbus/bus/internal/netpoll"
+	"github.com/ovbus/ovbus/ws/nonblock"
+)
+
+// The poll path: on Linux over plain TCP a session's socket leaves Go's
+// runtime poller at the upgrade (handOverWriter) and is registered with
+// the process's epoll loop (poll), which runs the session's reader,
+// readReady, whenever the socket is readable (session.go, "Who runs
+// what"). Both are bus/internal/netpoll's; the goroutines it and the bus
+// start per event are bus/internal/workers'.
+
+// pollDisabled makes every session use the portable reader (readLoop), as
+// on other systems; the tests set it to run the bus's tests on that path
+// too (OVBUS_TEST_PORTABLE).
+var pollDisabled = !netpoll.Supported
+
+// handOverWriter returns w, or, on the poll path, a writer whose Hijack
+// takes a plain TCP socket out of the runtime's poller (netpoll.HandOver),
+// so that ws.Accept makes the Conn on the poller's own socket.
+func handOverWriter(w http.ResponseWriter) http.ResponseWriter {
+	if pollDisabled {
+		return w
+	}
+	return netpoll.HandOver(w)
+}
+
+// poll registers c's socket with the poller, readReady being its reader,
+// and reports whether it did: then c's reader counts as running and the
+// caller runs it. Otherwise (TLS, not a socket, pollDisabled, no epoll)
+// c's reader is readLoop. It runs before c is shared, so that whoever
+// closes c later sees c.reg.
+func (s *Server) poll(c *session) bool {
+	if pollDisabled || !nonblock.Supported(c.conn) {
+		return false
+	}
+	reg, err := netpoll.Register(c.conn.NetConn(), (*readTask)(c))
+	if err != nil {
+		if !errors.Is(err, errors.ErrUnsupported) {
+			s.log.Warn("Not on the poller: a reader goroutine for this connection", "error", err) // rate-limited
+		}
+		return false
+	}
+	c.reg = reg
+	return true
+}
+
+// The bus's tasks for the workers and the poller. Each is a pointer
+// conversion of the structure it runs for, so that starting one stores a
+// pointer in an interface and allocates nothing.
+type (
+	// readTask is a session's reader on the poll path (readReady).
+	readTask session
+	// writerTask is a session's writer with nothing carried over
+	// (session.writeTask(nil, nonblock.Write{})).
+	writerTask session
+	// wakerTask is the hub's waker (hub.wakeSleepers).
+	wakerTask hub
+)
+
+func (t *readTask) Run()   { (*session)(t).readReady() }
+func (t *writerTask) Run() { (*session)(t).writeTask(nil, nonblock.Write{}) }
+func (t *wakerTask) Run()  { (*hub)(t).wakeSleepers() }
