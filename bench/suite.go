@@ -144,7 +144,7 @@ var LoadPresets = map[string][]LoadScenario{
 	// std: latency of one connection, small and large messages over many
 	// connections, and a pipelined window.
 	"std": {{1, 64, 1}, {10, 1024, 1}, {100, 1024, 1}, {10, 64 << 10, 1}, {10, 1024, 64}},
-	// echo: issue 13's echo goal against uWebSockets: one connection's
+	// echo: the echo workloads compared with uWebSockets: one connection's
 	// ping-pong and pipelined window of small messages, one connection's
 	// 1 MiB messages, and 100 connections with a window of 16.
 	"echo": {{1, 300, 1}, {1, 300, 64}, {1, 1 << 20, 1}, {100, 1024, 16}},

@@ -46,9 +46,9 @@ import (
 // reports it may still read (followerOwner.holds, taken at trim's scan),
 // and never once a follower without an owner (Follower, the in-process
 // dispatcher) joined, whose frames are handed to code that may keep them.
-// So a bus whose clients keep up publishes without allocating (issue 13:
-// the collector's cycles, the zeroing and first touch of new segments were
-// a third of the cost of a message). The few kept for it (recycleKeep,
+// So a bus whose clients keep up publishes without allocating (the
+// collector's cycles, the zeroing and first touch of new segments were a
+// third of the cost of a message). The few kept for it (recycleKeep,
 // slabKeep) are let go by the memory release (memrelease.go).
 //
 // The publisher never waits for anyone and does O(1) work per message

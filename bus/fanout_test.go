@@ -266,8 +266,8 @@ func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 }
 
 // TestHubIdleChurnLeavesNoSleepers: on a quiet log, followers that go to
-// sleep and then leave are taken out of the sleepers at once (issue 10
-// item 1: they stayed there until the next publish), and a follower that
+// sleep and then leave are taken out of the sleepers at once (not at the
+// next publish), and a follower that
 // sleeps again and again is registered once.
 func TestHubIdleChurnLeavesNoSleepers(t *testing.T) {
 	h := newHub(1024, 1<<20)

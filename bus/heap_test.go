@@ -71,16 +71,14 @@ func heapProfile() []runtime.MemProfileRecord {
 }
 
 // maxIdleSessionHeap is the most heap an idle plain session may hold on
-// the server, everything it needs counted (issue 13): the session with its
-// follower (352 bytes), the ws.Conn (320), its Protocol (192), its rawIO
-// (128, and 16 for its write callback; the read state is back in its pool),
-// the accepted socket's net objects (about 330: the netFD, two addresses,
-// the remote address string) and its share of the server's sessions, the
-// poller's map and the hub's followers and sleepers (about 60, more while a
-// map grows). That is about 1 420 bytes; the bound leaves some 80 for the
-// maps' growth and the runtime's timers, less than any of the pieces issue
-// 13 took out (the done channel alone was 112). On f74b7f1 an idle session
-// held 1 840 bytes here.
+// the server, everything it needs counted: the session with its follower
+// (352 bytes), the ws.Conn (320), its Protocol (192), its rawIO (128, and
+// 16 for its write callback; the read state is back in its pool), the
+// socket out of Go's poller (netpoll's fdConn, 80), the remote address
+// string (16), and its share of the poller's map, the server's sessions
+// and the hub's followers and sleepers (about 80, more while a map grows).
+// That is about 1 190 bytes; the bound leaves room for the maps' growth
+// and the runtime's timers, and fails on anything the size of a channel.
 const maxIdleSessionHeap = 1500
 
 // TestIdleSessionHeap: an idle session on the poll path holds at most

@@ -37,7 +37,7 @@ func (h *hub) setPace(maxMsgs int, maxBytes int64) {
 // Pacing. The publisher never waits, but a sender's reader may. A client
 // that reads as fast as it can still falls behind a sender that writes
 // faster than the bus can copy to everyone, and with small bounds it was cut
-// like a stalled one (issue 9: three clients cut in one millisecond). So,
+// like a stalled one (three clients cut in one millisecond). So,
 // after relaying a frame, a socket sender's reader checks whether the log is
 // more than half a bound long (a few atomic loads); only then does it look
 // at the followers (pressured) and wait, in paceStep sleeps, while some

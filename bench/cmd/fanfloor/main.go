@@ -4,7 +4,7 @@
 // takes to write N frames to each of M loopback TCP sockets, with nothing of
 // a bus around it (no WebSocket parsing, no log, no goroutines: one thread,
 // raw system calls, one epoll). It is the floor under a server's CPU time
-// per delivery at that shape (issue 13, "the cost curve").
+// per delivery at that shape ("the cost curve").
 //
 // A reader process (this program run again with -reader, on another CPU)
 // opens the M connections and reads them all through one epoll, as the
