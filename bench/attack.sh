@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/attack.sh — run every attack of issue 10 against a real `ovbus serve`
+# bench/attack.sh — run every attack (bench/attack) against a real `ovbus serve`
 # on 127.0.0.1, one scenario at a time, and write the figures.
 #
 #   bench/attack.sh [--src DIR] [--rev REV] [--out DIR] [--name NAME] [--only "churn bomb …"]
@@ -7,7 +7,7 @@
 #
 # Builds ovbus from DIR (default: this checkout) at its current commit and the
 # harness (bench/attack) from this checkout, then runs each scenario with its
-# default counts (the figures issue 10 asks for) and writes
+# default counts (the figures each scenario targets) and writes
 # OUT/attack-NAME.json and OUT/attack-NAME.md (default bench/results,
 # NAME the date): the commit of DIR with a "-dirty" marker when its tree has
 # changes, the exact commands, the load average before each scenario, every

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/curve.sh — the fan-out cost curve (issue 13, "cost grows linearly, not
+# bench/curve.sh — the fan-out cost curve ("cost grows linearly, not
 # worse"): server CPU per delivery at 10, 100, 1 000 and 10 000 subscribers,
 # as a markdown table (each point also as a ratio to the server's own
 # 100-subscriber figure) and an SVG chart.
