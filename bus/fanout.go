@@ -215,6 +215,7 @@ type hub struct {
 	relayed atomic.Uint64
 
 	wakerState // wake.go
+	corking    // cork.go
 
 	// extra is the bytes of the compressed copies held by entries in the
 	// log (see countCompressed).
@@ -229,6 +230,7 @@ func newHub(maxMsgs int, maxBytes int64) *hub {
 	h.setPace(maxMsgs, maxBytes)
 	h.freshFor.Store(int64(paceFresh))
 	h.rate.Store(paceRate)
+	h.corkFor = corkBound
 	return h
 }
 
@@ -379,6 +381,8 @@ func (h *hub) publishLocked(e *entry) {
 	nw, waker := 0, false
 	switch {
 	case len(h.sleepers) == 0 || h.waking:
+	case h.corks.Load() > 0:
+		h.holdWake() // the last cork, or corkBound, wakes them
 	case len(h.sleepers) <= inlineWakes:
 		// Followers with a wake channel are woken here; sessions
 		// (owner.wake) by the waker, which writes their batches itself: one

@@ -65,6 +65,7 @@ func (h *hub) pace(size int) {
 		h.bytes.Load()-h.tailBytesA.Load()+h.extra.Load() <= h.paceBytes.Load() {
 		return
 	}
+	h.letGo() // nothing held back while the sender waits
 	limit := max(paceMin, time.Duration(int64(size)*int64(time.Second)/h.rate.Load()))
 	for waited := time.Duration(0); waited < limit; waited += paceStep {
 		cut, busy := h.pressured()

@@ -63,6 +63,7 @@ type (
 	wakerTask hub
 )
 
-func (t *readTask) Run()   { (*session)(t).readReady() }
-func (t *writerTask) Run() { (*session)(t).writeTask(nil, nonblock.Write{}) }
-func (t *wakerTask) Run()  { (*hub)(t).wakeSleepers() }
+func (t *readTask) Run()     { (*session)(t).readReady() }
+func (t *readTask) Claimed() { (*session)(t).s.hub.cork() } // netpoll.RoundReader: readReady lets it go
+func (t *writerTask) Run()   { (*session)(t).writeTask(nil, nonblock.Write{}) }
+func (t *wakerTask) Run()    { (*hub)(t).wakeSleepers() }

@@ -395,6 +395,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, routeTok string
 	// response and buffers (8 KiB), and the reader runs: readReady the
 	// first time now (the client may have sent frames with its handshake).
 	if polled {
+		s.hub.cork() // as the poller's claim does (cork.go)
 		c.readReady()
 		return
 	}

@@ -189,7 +189,9 @@ func (c *session) readLoop() {
 // closing handshake): the poller's loop does not, and an unarmed socket is
 // not read, which is the back-pressure pacing wants.
 func (c *session) readReady() {
-	for {
+	h := c.s.hub
+	defer h.uncork() // the poller's claim, or serveWS, took the cork (cork.go)
+	for relayed := 1; ; relayed++ {
 		op, b, err := nonblock.NextMessage(c.conn)
 		if err == nonblock.ErrWouldBlock {
 			if !c.reg.Arm() {
@@ -203,6 +205,9 @@ func (c *session) readReady() {
 			return
 		}
 		c.received(op, b)
+		if relayed%corkFrames == 0 {
+			h.letGo() // a sender flooding: what it published so far goes out
+		}
 	}
 }
 

@@ -43,6 +43,19 @@ import (
 // interface without allocating.
 type Reader = workers.Task
 
+// RoundReader is a Reader that wants to know its round: Claimed is called
+// for each reader the poller claims on one wake-up (the events of one
+// epoll_wait) before any of them starts, on the poller's goroutine, and
+// must not wait. Exactly one Run follows each Claimed. A server uses it to
+// hold back what the readers of one round produce until the last of them
+// is done, so that the frames of several clients that arrived together
+// leave in one write per receiver, as uWebSockets corks its sockets until
+// its loop's iteration ends.
+type RoundReader interface {
+	Reader
+	Claimed()
+}
+
 // ErrNoPoller is wrapped by Register's error, with the cause, when the
 // process could not make its epoll instance.
 var ErrNoPoller = errors.New("netpoll: no epoll instance")

@@ -63,11 +63,12 @@ type poller struct {
 	conns  map[uint32]pollee // by token
 	next   uint32            // the last token handed out
 	// The waiting loop's scratch.
-	evs   []syscall.EpollEvent
-	ready []pollee
-	evts  []uint32 // ready's events
-	wevs  []syscall.EpollEvent
-	wfcs  []*fdConn
+	evs     []syscall.EpollEvent
+	ready   []pollee
+	evts    []uint32 // ready's events
+	claimed []Reader // the readers of one round (startReaders)
+	wevs    []syscall.EpollEvent
+	wfcs    []*fdConn
 }
 
 // pollTask is the poller's next loop, a task for the workers.
@@ -289,17 +290,26 @@ func (p *poller) dispatch(evs []syscall.EpollEvent) Reader {
 // round of readers needs before it starts or once it is under way (a hook
 // around the readers of one wake-up) belongs here.
 func (p *poller) startReaders() Reader {
-	var mine Reader
+	claimed := p.claimed[:0]
 	for i, x := range p.ready {
 		if rd := x.ready(p.evts[i]); rd != nil {
-			if mine != nil {
-				workers.Start(mine)
+			claimed = append(claimed, rd)
+			if rr, ok := rd.(RoundReader); ok {
+				rr.Claimed() // before any reader of the round starts
 			}
-			mine = rd
 		}
 		p.ready[i] = nil
 	}
 	p.ready, p.evts = p.ready[:0], p.evts[:0]
+	var mine Reader
+	for i, rd := range claimed {
+		if mine != nil {
+			workers.Start(mine)
+		}
+		mine = rd
+		claimed[i] = nil
+	}
+	p.claimed = claimed[:0]
 	return mine
 }
 

@@ -400,3 +400,61 @@ func TestRegisterNotASocket(t *testing.T) {
 	}
 	zero.Unregister()
 }
+
+// roundReader is a fakeReader that is told of its claims (RoundReader).
+type roundReader struct {
+	*fakeReader
+	claimed   atomic.Int32
+	unclaimed atomic.Int32 // runs the poller started without a claim before
+}
+
+func (r *roundReader) Claimed() { r.claimed.Add(1) }
+
+func (r *roundReader) Run() {
+	// The first run is register's, not the poller's.
+	if polled := r.runs.Load(); polled > 0 && r.claimed.Load() < polled {
+		r.unclaimed.Add(1)
+	}
+	r.fakeReader.Run()
+}
+
+// TestRoundReadersAreClaimed: a RoundReader is told of each claim before
+// the run it claims, once per run the poller starts.
+func TestRoundReadersAreClaimed(t *testing.T) {
+	ln := listen(t)
+	const socks = 20
+	rs := make([]*roundReader, socks)
+	peers := make([]*net.TCPConn, socks)
+	for i := range rs {
+		sock, peer := socketPair(t, ln, kinds[i%2].handOver)
+		peers[i] = peer
+		rs[i] = &roundReader{fakeReader: &fakeReader{sock: sock, ended: make(chan struct{})}}
+		reg, err := Register(sock, rs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs[i].reg = reg
+		go rs[i].Run()
+	}
+	for k := range 50 {
+		for _, p := range peers {
+			fmt.Fprintf(p, "%d;", k)
+		}
+	}
+	for _, p := range peers {
+		p.CloseWrite()
+	}
+	for i, r := range rs {
+		select {
+		case <-r.ended:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("socket %d: the reader did not reach the end of the stream", i)
+		}
+		if n := r.unclaimed.Load(); n != 0 {
+			t.Errorf("socket %d: %d runs without a claim first", i, n)
+		}
+		if c, runs := r.claimed.Load(), r.runs.Load(); c != runs-1 {
+			t.Errorf("socket %d: %d claims for %d runs of the poller's", i, c, runs-1)
+		}
+	}
+}
