@@ -148,6 +148,27 @@ func TestSizeMix(t *testing.T) {
 	}
 }
 
+// steadyGolden is what SizeMix.Frame gives for the steady presets' mix (1 %
+// binary, seed 1). The independent client (bench/peers/cmd/client) checks
+// the same table, so that both send the same frames.
+var steadyGolden = []struct {
+	client, frame, size int
+	binary              bool
+}{
+	{0, 0, 250, false}, {0, 1, 849, false}, {3, 17, 838, false}, {19, 2999, 1332, false},
+	{7, 123456, 1341, false}, {0, 155, 291145, true}, {5, 140, 267568, true},
+}
+
+func TestSizeMixGolden(t *testing.T) {
+	m := DefaultSizeMix
+	m.BinaryShare = 0.01
+	for _, g := range steadyGolden {
+		if size, bin := m.Frame(DefaultSteadySeed, g.client, g.frame); size != g.size || bin != g.binary {
+			t.Errorf("client %d frame %d: %d bytes, binary %v; want %d, %v", g.client, g.frame, size, bin, g.size, g.binary)
+		}
+	}
+}
+
 func TestSteadyFrames(t *testing.T) {
 	for _, size := range []int{0, minSteadyJSON, 200, 1000, 2000} {
 		b := appendSteadyJSON(nil, false, 19, 123456, 987654321012, size)
