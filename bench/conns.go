@@ -67,6 +67,28 @@ func connectAll(ctx context.Context, n, concurrency int, connect func(i int)) {
 	wg.Wait()
 }
 
+// connectGreeted dials url and takes the bus's greeting.
+func connectGreeted(ctx context.Context, url string, dial *ws.DialOptions, noGreeting bool, timeout time.Duration) (*ws.Conn, error) {
+	c, _, err := ws.Dial(ctx, url, dial)
+	if err != nil {
+		return nil, err
+	}
+	if noGreeting {
+		return c, nil
+	}
+	c.SetReadDeadline(time.Now().Add(timeout))
+	_, _, err = c.ReadMessageInto(bg, nil)
+	c.SetReadDeadline(time.Time{})
+	if err != nil {
+		c.CloseNow()
+		if isTimeout(err) {
+			return nil, fmt.Errorf("no greeting within %v (use --no-greeting for buses that send none)", timeout)
+		}
+		return nil, fmt.Errorf("greeting: %w", err)
+	}
+	return c, nil
+}
+
 // connSet is every open connection of a run.
 type connSet struct {
 	m sync.Map // *ws.Conn → nil
@@ -193,6 +215,62 @@ func (m *cpuMeter) stop(wall time.Duration) cpuUsage {
 	}
 	u.bound = u.cores > ClientBoundShare
 	return u
+}
+
+// CPUFigures is the CPU time a fan-out or steady run measured over its timed
+// phase (Wall): this client's from getrusage, the server's from /proc when
+// its pid is known (ServerCPUOK).
+type CPUFigures struct {
+	Wall        time.Duration
+	ClientCPU   time.Duration
+	ServerPID   int
+	ServerCPU   time.Duration
+	ServerCPUOK bool
+	// ClientCores is ClientCPU ÷ Wall; ClientBound is ClientCores >
+	// ClientBoundShare: the client may have been the bottleneck and a
+	// throughput figure is a floor.
+	ClientCores float64
+	ClientBound bool
+	// ServerCores is ServerCPU ÷ Wall (0 when unknown). When ClientCores +
+	// ServerCores is near the number of CPUs the two share, a throughput is
+	// the figure of the client and the server together.
+	ServerCores float64
+}
+
+// figures returns what the meter measured over wall, for server pid.
+func (u cpuUsage) figures(wall time.Duration, pid int) CPUFigures {
+	f := CPUFigures{Wall: wall, ServerPID: pid, ClientCPU: u.client, ClientCores: u.cores, ClientBound: u.bound,
+		ServerCPU: u.server, ServerCPUOK: u.serverOK}
+	if u.serverOK && wall > 0 {
+		f.ServerCores = u.server.Seconds() / wall.Seconds()
+	}
+	return f
+}
+
+// ClientCPUPerDelivery and ServerCPUPerDelivery are CPU time per delivered
+// message or frame (0 when nothing was delivered or the figure is unknown).
+func (f CPUFigures) ClientCPUPerDelivery(delivered int64) time.Duration {
+	return perDelivery(f.ClientCPU, delivered)
+}
+
+func (f CPUFigures) ServerCPUPerDelivery(delivered int64) time.Duration {
+	if !f.ServerCPUOK {
+		return 0
+	}
+	return perDelivery(f.ServerCPU, delivered)
+}
+
+// addMetrics adds the CPU figures to a report's metrics, per delivery.
+func (f CPUFigures) addMetrics(m map[string]float64, delivered int64) {
+	m["client_cpu_ms"] = ms(f.ClientCPU)
+	m["client_cpu_cores"] = f.ClientCores
+	m["client_cpu_us_per_delivery"] = us(f.ClientCPUPerDelivery(delivered))
+	m["client_bound"] = b2f(f.ClientBound)
+	if f.ServerCPUOK {
+		m["server_cpu_ms"] = ms(f.ServerCPU)
+		m["server_cpu_cores"] = f.ServerCores
+		m["server_cpu_us_per_delivery"] = us(f.ServerCPUPerDelivery(delivered))
+	}
 }
 
 func perDelivery(d time.Duration, n int64) time.Duration {

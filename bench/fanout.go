@@ -128,38 +128,19 @@ type FanoutResult struct {
 	DeliveriesPerSec float64
 	Latency          stats.Summary
 
-	// Wall is the timed phase as the CPU figures see it: from just before
-	// the first send until every subscriber finished.
-	Wall time.Duration
-	// ClientCPU is this process's CPU time over Wall.
-	ClientCPU time.Duration
-	// ServerCPU is the bus process's CPU time over Wall, when ServerPID is
-	// known (ServerCPUOK).
-	ServerPID   int
-	ServerCPU   time.Duration
-	ServerCPUOK bool
-	// ClientCores is ClientCPU ÷ Wall; ClientBound is ClientCores >
-	// ClientBoundShare: the client may have been the bottleneck and the
-	// deliveries/s figure is a floor.
-	ClientCores float64
-	ClientBound bool
-	// ServerCores is ServerCPU ÷ Wall (0 when unknown). When ClientCores +
-	// ServerCores is near the number of CPUs the two share, deliveries/s is
-	// the figure of the client and the server together.
-	ServerCores float64
+	// CPUFigures run from just before the first send until every
+	// subscriber finished (Wall).
+	CPUFigures
 }
 
 // ClientCPUPerDelivery and ServerCPUPerDelivery are CPU time per delivered
 // message (0 when nothing was delivered or the figure is unknown).
 func (r *FanoutResult) ClientCPUPerDelivery() time.Duration {
-	return perDelivery(r.ClientCPU, r.Delivered)
+	return r.CPUFigures.ClientCPUPerDelivery(r.Delivered)
 }
 
 func (r *FanoutResult) ServerCPUPerDelivery() time.Duration {
-	if !r.ServerCPUOK {
-		return 0
-	}
-	return perDelivery(r.ServerCPU, r.Delivered)
+	return r.CPUFigures.ServerCPUPerDelivery(r.Delivered)
 }
 
 // subscriber is one receiving connection.
@@ -299,8 +280,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 		Clients: cfg.Clients, Messages: cfg.Messages, Size: cfg.Size, Warmup: cfg.Warmup, Rate: cfg.Rate,
 		Expected:   int64(cfg.Clients) * int64(cfg.Messages),
 		SendTime:   time.Duration(lastSend - first),
-		Wall:       time.Duration(end - first),
-		ServerPID:  cfg.ServerPID,
+		CPUFigures: usage.figures(time.Duration(end-first), cfg.ServerPID),
 		WarmupWait: warmWait, NotWarm: notWarm,
 	}
 	var lastDelivery int64
@@ -325,34 +305,12 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	}
 	res.DeliveriesPerSec = stats.Rate(int(res.Delivered), res.Elapsed)
 	res.Latency = all.Summary()
-	res.ClientCPU, res.ClientCores, res.ClientBound = usage.client, usage.cores, usage.bound
-	res.ServerCPU, res.ServerCPUOK = usage.server, usage.serverOK
-	if usage.serverOK && res.Wall > 0 {
-		res.ServerCores = usage.server.Seconds() / res.Wall.Seconds()
-	}
 	return res, nil
 }
 
 // connect dials one connection to url and takes its greeting.
 func (r *fanoutRun) connect(ctx context.Context, url string) (*ws.Conn, error) {
-	c, _, err := ws.Dial(ctx, strings.TrimSpace(url), r.dial)
-	if err != nil {
-		return nil, err
-	}
-	if r.cfg.NoGreeting {
-		return c, nil
-	}
-	c.SetReadDeadline(time.Now().Add(r.cfg.Timeout))
-	_, _, err = c.ReadMessageInto(bg, nil)
-	c.SetReadDeadline(time.Time{})
-	if err != nil {
-		c.CloseNow()
-		if isTimeout(err) {
-			return nil, fmt.Errorf("no greeting within %v (use --no-greeting for buses that send none)", r.cfg.Timeout)
-		}
-		return nil, fmt.Errorf("greeting: %w", err)
-	}
-	return c, nil
+	return connectGreeted(ctx, strings.TrimSpace(url), r.dial, r.cfg.NoGreeting, r.cfg.Timeout)
 }
 
 // receive is a subscriber's read loop: it records receive − send for every

@@ -5,6 +5,7 @@ import (
 	"html"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -55,9 +56,21 @@ func (r *Report) WriteSVG(out io.Writer) error {
 	}
 	thrKey, thrTitle, latPrefix, latTitle := "deliveries_per_sec", "Throughput: deliveries/s (median; whiskers: min–max of repeats)", "latency", "Latency percentiles (receive − send), log scale"
 	title := "ovbus bench — OVOS fan-out"
-	if r.Kind == KindLoad {
+	unit := "clients × messages"
+	value := FormatRate
+	pcts := []struct{ key, label string }{{"min", "min"}, {"p50", "p50"}, {"p95", "p95"}, {"p99", "p99"}, {"max", "max"}}
+	switch r.Kind {
+	case KindLoad:
 		thrKey, thrTitle, latPrefix, latTitle = "msg_per_sec", "Throughput: echoes/s (median; whiskers: min–max of repeats)", "rtt", "Round-trip time percentiles, log scale"
-		title = "ovbus loadtest — echo"
+		title, unit = "ovbus loadtest — echo", "connections × payload (window)"
+	case KindSteady:
+		// At a fixed rate every server delivers the same: the bars are
+		// what each one spends on it.
+		thrKey, thrTitle = "server_cpu_us_per_frame", "Server CPU per frame, µs (median; whiskers: min–max of repeats; lower is better)"
+		latTitle = "Latency percentiles (from the scheduled send time), log scale"
+		title, unit = "ovbus bench --steady — steady traffic", "clients, frames/s in total, binary share"
+		value = func(v float64) string { return strconv.FormatFloat(v, 'g', 3, 64) }
+		pcts = []struct{ key, label string }{{"p50", "p50"}, {"p90", "p90"}, {"p99", "p99"}, {"p999", "p99.9"}, {"max", "max"}}
 	}
 
 	// Layout.
@@ -104,7 +117,7 @@ func (r *Report) WriteSVG(out io.Writer) error {
 			maxV = math.Max(maxV, math.Max(sp.Max, sp.Median))
 		}
 	}
-	yOf := w.yAxis(plotL, plotR, plotT, plotB, maxV*1.12, FormatRate) // headroom for the value labels
+	yOf := w.yAxis(plotL, plotR, plotT, plotB, maxV*1.12, value) // headroom for the value labels
 	w.line(plotL, plotB, plotR, plotB, colorAxis, 1)
 	w.line(plotL, plotT, plotL, plotB, colorAxis, 1)
 	if len(scen) > 0 && len(buses) > 0 {
@@ -139,22 +152,17 @@ func (r *Report) WriteSVG(out io.Writer) error {
 				if barW >= 14 {
 					ty := math.Min(yOf(math.Max(sp.Max, sp.Median)), y) - 4
 					w.f(`<text x="%.1f" y="%.1f" font-size="9" text-anchor="start" fill="%s" transform="rotate(-90 %.1f %.1f)">%s</text>`+"\n",
-						bx+barW/2+3, ty, colorSubtle, bx+barW/2+3, ty, FormatRate(sp.Median))
+						bx+barW/2+3, ty, colorSubtle, bx+barW/2+3, ty, value(sp.Median))
 				}
 			}
 			w.text(plotL+groupW*(float64(si)+0.5), plotB+18, 12, "middle", colorText, "normal", sc)
 		}
-	}
-	unit := "clients × messages"
-	if r.Kind == KindLoad {
-		unit = "connections × payload (window)"
 	}
 	w.text((plotL+plotR)/2, plotB+32, 11, "middle", colorSubtle, "normal", unit)
 
 	// Latency small multiples.
 	top = float64(titleH+legendH+barH+gap) - 12
 	w.text(svgMargin, top, 14, "start", colorText, "bold", latTitle)
-	pcts := []struct{ key, label string }{{"min", "min"}, {"p50", "p50"}, {"p95", "p95"}, {"p99", "p99"}, {"max", "max"}}
 	cellW := float64(svgWidth-2*svgMargin) / float64(cols)
 	for si, sc := range scen {
 		cx := float64(svgMargin) + cellW*float64(si%cols)

@@ -13,6 +13,7 @@ import (
 const (
 	KindFanout = "fanout"
 	KindLoad   = "loadtest"
+	KindSteady = "steady"
 )
 
 // Report is what a bench or loadtest invocation prints: every run of every
@@ -102,36 +103,69 @@ func (s *Series) Fail(err error) {
 // latencies in milliseconds, CPU time per delivery in microseconds.
 func FanoutMetrics(r *FanoutResult) map[string]float64 {
 	m := map[string]float64{
-		"clients":                    float64(r.Clients),
-		"messages":                   float64(r.Messages),
-		"size":                       float64(r.Size),
-		"rate":                       r.Rate,
-		"expected":                   float64(r.Expected),
-		"delivered":                  float64(r.Delivered),
-		"dropped":                    float64(r.Dropped),
-		"out_of_order":               float64(r.OutOfOrder),
-		"duplicates":                 float64(r.Duplicates),
-		"conn_errors":                float64(r.ConnErrors),
-		"timeouts":                   float64(r.Timeouts),
-		"warmup_ms":                  ms(r.WarmupWait),
-		"not_warm":                   float64(r.NotWarm),
-		"elapsed_ms":                 ms(r.Elapsed),
-		"send_ms":                    ms(r.SendTime),
-		"deliveries_per_sec":         r.DeliveriesPerSec,
-		"latency_min_ms":             ms(r.Latency.Min),
-		"latency_p50_ms":             ms(r.Latency.Median),
-		"latency_p95_ms":             ms(r.Latency.P95),
-		"latency_p99_ms":             ms(r.Latency.P99),
-		"latency_max_ms":             ms(r.Latency.Max),
-		"client_cpu_ms":              ms(r.ClientCPU),
-		"client_cpu_cores":           r.ClientCores,
-		"client_cpu_us_per_delivery": us(r.ClientCPUPerDelivery()),
-		"client_bound":               b2f(r.ClientBound),
+		"clients":            float64(r.Clients),
+		"messages":           float64(r.Messages),
+		"size":               float64(r.Size),
+		"rate":               r.Rate,
+		"expected":           float64(r.Expected),
+		"delivered":          float64(r.Delivered),
+		"dropped":            float64(r.Dropped),
+		"out_of_order":       float64(r.OutOfOrder),
+		"duplicates":         float64(r.Duplicates),
+		"conn_errors":        float64(r.ConnErrors),
+		"timeouts":           float64(r.Timeouts),
+		"warmup_ms":          ms(r.WarmupWait),
+		"not_warm":           float64(r.NotWarm),
+		"elapsed_ms":         ms(r.Elapsed),
+		"send_ms":            ms(r.SendTime),
+		"deliveries_per_sec": r.DeliveriesPerSec,
+		"latency_min_ms":     ms(r.Latency.Min),
+		"latency_p50_ms":     ms(r.Latency.Median),
+		"latency_p95_ms":     ms(r.Latency.P95),
+		"latency_p99_ms":     ms(r.Latency.P99),
+		"latency_max_ms":     ms(r.Latency.Max),
 	}
+	r.addMetrics(m, r.Delivered)
+	return m
+}
+
+// SteadyMetrics flattens a steady result into the report's metrics:
+// latencies in milliseconds (percentiles from the run's histogram), CPU time
+// per frame sent and per frame delivered in microseconds.
+func SteadyMetrics(r *SteadyResult) map[string]float64 {
+	m := map[string]float64{
+		"clients":            float64(r.Clients),
+		"rate":               r.Rate,
+		"binary_share":       r.BinaryShare,
+		"duration_s":         r.Duration.Seconds(),
+		"planned":            float64(r.Planned),
+		"sent":               float64(r.Sent),
+		"sent_binary":        float64(r.SentBinary),
+		"sent_mb":            float64(r.SentBytes) / 1e6,
+		"expected":           float64(r.Expected),
+		"delivered":          float64(r.Delivered),
+		"lost":               float64(r.Lost),
+		"out_of_order":       float64(r.OutOfOrder),
+		"duplicates":         float64(r.Duplicates),
+		"unexpected":         float64(r.Unexpected),
+		"conn_errors":        float64(r.ConnErrors),
+		"warmup_ms":          ms(r.WarmupWait),
+		"not_warm":           float64(r.NotWarm),
+		"elapsed_ms":         ms(r.Elapsed),
+		"deliveries_per_sec": r.DeliveriesPerSec,
+		"latency_min_ms":     ms(r.Latency.Min()),
+		"latency_mean_ms":    ms(r.Latency.Mean()),
+		"latency_p50_ms":     ms(r.Latency.Percentile(0.50)),
+		"latency_p90_ms":     ms(r.Latency.Percentile(0.90)),
+		"latency_p99_ms":     ms(r.Latency.Percentile(0.99)),
+		"latency_p999_ms":    ms(r.Latency.Percentile(0.999)),
+		"latency_max_ms":     ms(r.Latency.Max()),
+		"send_lag_p99_ms":    ms(r.SendLag.Percentile(0.99)),
+		"send_lag_max_ms":    ms(r.SendLag.Max()),
+	}
+	r.addMetrics(m, r.Delivered)
 	if r.ServerCPUOK {
-		m["server_cpu_ms"] = ms(r.ServerCPU)
-		m["server_cpu_cores"] = r.ServerCores
-		m["server_cpu_us_per_delivery"] = us(r.ServerCPUPerDelivery())
+		m["server_cpu_us_per_frame"] = us(r.ServerCPUPerFrame())
 	}
 	return m
 }
@@ -232,20 +266,25 @@ func (r *Report) distinct(field func(*Series) string) []string {
 	return out
 }
 
+// lossMetrics are the metrics that count what a run lost: messages or
+// frames that never arrived, failed connections, wrong echoes, receivers
+// that gave up waiting.
+var lossMetrics = []string{"dropped", "lost", "mismatched", "conn_errors", "timeouts"}
+
+// Lossy reports whether any run of the series lost something (lossMetrics).
+func (s *Series) Lossy() bool {
+	for _, k := range lossMetrics {
+		if sp, ok := s.Summary[k]; ok && sp.Sum > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // valid reports whether a series is fit to be compared: it delivered
 // everything in every run. A peer that dropped messages is not the "best"
 // on throughput or latency, whatever its figures.
-func (s *Series) valid() bool {
-	if len(s.Runs) == 0 {
-		return false
-	}
-	for _, k := range []string{"dropped", "conn_errors", "mismatched", "timeouts"} {
-		if sp, ok := s.Summary[k]; ok && sp.Sum > 0 {
-			return false
-		}
-	}
-	return true
-}
+func (s *Series) valid() bool { return len(s.Runs) > 0 && !s.Lossy() }
 
 // WriteJSON writes the report as indented JSON.
 func (r *Report) WriteJSON(w io.Writer) error {

@@ -85,8 +85,13 @@ func (r *Report) headlineMetrics() []struct {
 		key    string
 		higher bool
 	}
-	if r.Kind == KindLoad {
+	switch r.Kind {
+	case KindLoad:
 		return []hm{{"msg_per_sec", true}, {"rtt_p99_ms", false}, {"server_cpu_us_per_msg", false}}
+	case KindSteady:
+		// The rate is the schedule's: what a server shows is its cost and
+		// its latency at that rate.
+		return []hm{{"server_cpu_us_per_frame", false}, {"latency_p99_ms", false}, {"latency_p999_ms", false}}
 	}
 	return []hm{{"deliveries_per_sec", true}, {"latency_p99_ms", false}, {"server_cpu_us_per_delivery", false}}
 }
@@ -156,9 +161,12 @@ func (r *Report) notes() []string {
 	bound := 0
 	runs := 0
 	var spreads []float64
-	thr := "deliveries_per_sec"
-	if r.Kind == KindLoad {
+	thr, thrLabel := "deliveries_per_sec", "throughput"
+	switch r.Kind {
+	case KindLoad:
 		thr = "msg_per_sec"
+	case KindSteady:
+		thr, thrLabel = "server_cpu_us_per_frame", "server CPU per frame"
 	}
 	for _, s := range r.Series {
 		runs += len(s.Runs)
@@ -171,7 +179,7 @@ func (r *Report) notes() []string {
 		}
 		if !s.valid() && len(s.Runs) > 0 {
 			var what []string
-			for _, k := range []string{"dropped", "mismatched", "conn_errors", "timeouts", "not_warm"} {
+			for _, k := range append(slices.Clone(lossMetrics), "not_warm") {
 				sp := s.Summary[k]
 				if sp.Sum == 0 {
 					continue
@@ -187,12 +195,15 @@ func (r *Report) notes() []string {
 			notes = append(notes, fmt.Sprintf("%s %s: lost messages or connections (%s): left out of the headline", s.Bus, s.Scenario, strings.Join(what, ", ")))
 		}
 	}
+	if r.Kind == KindSteady {
+		notes = append(notes, r.steadyNotes()...)
+	}
 	if bound > 0 {
 		notes = append(notes, fmt.Sprintf("client-bound in %d of %d runs: the client used more than %.0f%% of a core, so those throughput figures are a floor", bound, runs, ClientBoundShare*100))
 	}
 	if len(spreads) > 0 {
 		slices.Sort(spreads)
-		notes = append(notes, fmt.Sprintf("noise: throughput (max−min)/median over repeats is %.0f%% in the median series, %.0f%% at worst", 100*stats.Median(spreads), 100*spreads[len(spreads)-1]))
+		notes = append(notes, fmt.Sprintf("noise: %s (max−min)/median over repeats is %.0f%% in the median series, %.0f%% at worst", thrLabel, 100*stats.Median(spreads), 100*spreads[len(spreads)-1]))
 	}
 	switch m := r.Machine; {
 	case m.OnlineCPUs > m.CPUs:
@@ -202,6 +213,39 @@ func (r *Report) notes() []string {
 	}
 	return notes
 }
+
+// steadyNotes says where a steady run's frames came out of order or twice,
+// and where the clients fell behind their schedule.
+func (r *Report) steadyNotes() []string {
+	var notes []string
+	worstLag, lateRuns, runs := 0.0, 0, 0
+	for _, s := range r.Series {
+		var what []string
+		for _, k := range []string{"out_of_order", "duplicates", "unexpected"} {
+			if n := s.Summary[k].Sum; n > 0 {
+				what = append(what, fmt.Sprintf("%.0f %s", n, strings.ReplaceAll(k, "_", " ")))
+			}
+		}
+		if len(what) > 0 {
+			notes = append(notes, fmt.Sprintf("%s %s: %s: the bus broke a sender's order", s.Bus, s.Scenario, strings.Join(what, ", ")))
+		}
+		for _, m := range s.Runs {
+			runs++
+			if lag := m["send_lag_p99_ms"]; lag > SteadyLateMillis {
+				lateRuns++
+				worstLag = max(worstLag, lag)
+			}
+		}
+	}
+	if lateRuns > 0 {
+		notes = append(notes, fmt.Sprintf("the clients sent late in %d of %d runs (send lag p99 above %gms, up to %s): the latency includes that wait, as it should, but it is the client's", lateRuns, runs, float64(SteadyLateMillis), FormatMillis(worstLag)))
+	}
+	return notes
+}
+
+// SteadyLateMillis is the send lag p99 (ms) above which a steady report says
+// the clients fell behind their schedule.
+const SteadyLateMillis = 1
 
 // column is one column of the result table.
 type column struct {
@@ -271,7 +315,24 @@ func (r *Report) columns(markdown bool) []column {
 		}
 		return str
 	}}
-	if r.Kind == KindLoad {
+	pctCol := func(title, k string) column {
+		return medCol(title, k, func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) })
+	}
+	switch r.Kind {
+	case KindSteady:
+		return []column{
+			rateCol("deliveries/s", "deliveries_per_sec"),
+			latCol("p50", "latency_p50_ms"), latCol("p90", "latency_p90_ms"), latCol("p99", "latency_p99_ms"),
+			latCol("p99.9", "latency_p999_ms"), latCol("max", "latency_max_ms"),
+			sumCol("lost", "lost"), sumCol("reordered", "out_of_order"), sumCol("duplicates", "duplicates"),
+			sumCol("errors", "conn_errors"),
+			latCol("send lag p99", "send_lag_p99_ms"),
+			coresCol,
+			pctCol("server CPU", "server_cpu_cores"),
+			cpuCol("server µs/frame", "server_cpu_us_per_frame"),
+			cpuCol("server µs/delivery", "server_cpu_us_per_delivery"),
+		}
+	case KindLoad:
 		return []column{
 			rateCol("msg/s", "msg_per_sec"),
 			medCol("MB/s", "mb_per_sec", func(v float64) string { return fmt.Sprintf("%.1f", v) }),
@@ -378,9 +439,13 @@ func (r *Report) writeFooter(w io.Writer, markdown bool) {
 	if r.Repeat > 1 {
 		fmt.Fprintf(w, "%sMedians of %d runs (min–max in brackets); ×N is the ratio to the best median in the scenario.\n", bullet, r.Repeat)
 	}
-	if r.Kind == KindFanout {
+	switch r.Kind {
+	case KindFanout:
 		fmt.Fprintf(w, "%sLatency is receive − send over every delivery; dropped, errors and out of order are summed over all runs; CPU time is per delivered message.\n", bullet)
-	} else {
+	case KindSteady:
+		fmt.Fprintf(w, "%sEvery client sends on its own schedule and receives every frame, its own too. Latency runs from each frame's scheduled send time to its arrival, over every delivery (no coordinated omission: a frame sent late is charged for the wait); percentiles from a log-linear histogram (at most %.1f%% high). Send lag is how late the clients sent (part of the latency, the client's). Lost, reordered (after a later frame of the same sender) and duplicates are summed over all runs. Server CPU per frame is server CPU ÷ frames sent; per delivery, ÷ frames delivered.\n",
+			bullet, 100.0/(1<<stats.HistogramBits))
+	default:
 		fmt.Fprintf(w, "%sRTT is echo receive − send; MB/s is echoed payload in one direction (10^6 bytes); CPU time is per echo.\n", bullet)
 	}
 	if len(r.Headline) > 0 {
@@ -446,6 +511,10 @@ func metricLabel(k string) string {
 		return "server CPU/delivery"
 	case "server_cpu_us_per_msg":
 		return "server CPU/msg"
+	case "server_cpu_us_per_frame":
+		return "server CPU/frame"
+	case "latency_p999_ms":
+		return "p99.9 latency"
 	}
 	return k
 }

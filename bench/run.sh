@@ -4,6 +4,7 @@
 #   bench/run.sh [--repeat N] [--peers "gorilla gws gobwas coder tornado node uws"]
 #                [--pairs] [--quick] [--no-fanout] [--no-loadtest] [--idle] [--pin]
 #                [--preset LIST] [--echo-preset LIST] [--crosscheck] [--out DIR]
+#                [--steady LIST [--duration D]]
 #
 # Fan-out: starts `ovbus serve` (OVOS_BUS_PORT, configuration isolated from the
 # user's) and every peer's fan-out server (bench/peers/run-peer.sh), each its
@@ -12,6 +13,13 @@
 # instead: one comparison (and one table) per peer.
 # Echo: starts examples/echoserver and every peer's echo server (Tornado has
 # none) and runs `ovbus loadtest --preset std` (or --echo-preset) the same way.
+#
+# Steady traffic (--steady LIST): starts `ovbus serve` and every peer's fan-out
+# server again and runs `ovbus bench --preset LIST --duration D` (steady
+# scenarios: every client sends on its own schedule and receives everything)
+# comparing them; with --crosscheck, the same with the independent client
+# (bench/peers/cmd/client steady): steady.md/.json/.svg and
+# steady-crosscheck.md/.json.
 #
 # Idle memory (--idle): starts each server afresh, alone (`ovbus serve`, then
 # every peer's fan-out server), opens 5 000 and then 19 000 idle connections to
@@ -39,13 +47,16 @@
 #                not taken from the server it measures
 #   --quiet-load X  before each benchmark, wait (up to 10 min) until the
 #                1-minute load average is below X: the machine may be shared
+#   --steady LIST   also run steady scenarios (steady, steady20, steady20-json,
+#                steady10 or CLIENTS@RATE[:BINARY_SHARE], as ovbus bench --preset)
+#   --duration D    how long each steady run sends (default 30s)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 repeat=3
 peers="gorilla gws gobwas coder tornado node uws"
-pairs=0 quick=0 fanout=1 loadtest=1 idle=0 pin=0 crosscheck=0 preset=seeds echo_preset=std quiet=
+pairs=0 quick=0 fanout=1 loadtest=1 idle=0 pin=0 crosscheck=0 preset=seeds echo_preset=std quiet= steady= duration=30s
 out=""
 while [[ $# -gt 0 ]]; do
 	case $1 in
@@ -62,6 +73,8 @@ while [[ $# -gt 0 ]]; do
 	--crosscheck) crosscheck=1; shift ;;
 	--out) out=$2; shift 2 ;;
 	--quiet-load) quiet=$2; shift 2 ;;
+	--steady) steady=$2; shift 2 ;;
+	--duration) duration=$2; shift 2 ;;
 	-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
 	*) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
@@ -142,7 +155,7 @@ ovbus=$out/ovbus
 	echo "kernel: $(uname -sr)"
 	echo "loadavg: $(cut -d' ' -f1-3 /proc/loadavg)"
 	if [[ $pin == 1 ]]; then echo "pinned: servers ${srvpin[*]}, clients ${clipin[*]}"; else echo "pinned: no"; fi
-	echo "commit: $(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+	echo "commit: $commit"
 	command -v node >/dev/null && echo "node: $(node --version)"
 	echo "python3-tornado: $(/usr/bin/python3 -c 'import tornado; print(tornado.version)' 2>/dev/null || echo none)"
 } >"$out/machine.txt"
@@ -169,21 +182,27 @@ start_ovbus() {
 	wait_port $ovbus_port "$ovbus_pid" "ovbus serve"
 }
 
+run_logged() { # run_logged NAME OUTFILE PROGRAM ARGS... ; a client run, pinned, bounded, its load recorded
+	local name=$1 file=$2 prog=$3; shift 3
+	echo "${clipin[*]}${clipin:+ }$(basename "$prog") $*" >>"$out/commands.txt"
+	wait_quiet
+	log "$(basename "$prog") $* (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+	echo "before $name: load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
+	set +e
+	timeout --foreground "$limit" "${clipin[@]}" "$prog" "$@" >"$file" 2>>"$out/logs/bench.log"
+	local rc=$?
+	set -e
+	echo "after $name: load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
+	if [[ $rc -gt 1 ]]; then log "$name: $(basename "$prog") exit status $rc (see $out/logs/bench.log)"; fi
+	return 0
+}
+
 bench_cmd() { # bench_cmd NAME TARGETS... ; writes NAME.md/.json/.svg
 	local name=$1; shift
 	local args=(bench --preset "$preset" --repeat "$repeat")
 	if [[ $quick == 1 ]]; then args=(bench --preset 5x200,20x1000 --repeat 1); fi
 	args+=(--pause 500ms --format markdown --save-json "$out/$name.json" --plot "$out/$name.svg" --verbose "$@")
-	echo "${clipin[*]}${clipin:+ }ovbus ${args[*]}" >>"$out/commands.txt"
-	wait_quiet
-	log "ovbus ${args[*]} (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-	echo "before $name: load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
-	set +e
-	timeout --foreground "$limit" "${clipin[@]}" "$ovbus" "${args[@]}" >"$out/$name.md" 2>>"$out/logs/bench.log"
-	local rc=$?
-	set -e
-	echo "after $name: load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
-	if [[ $rc -gt 1 ]]; then log "$name: ovbus bench exit status $rc (see $out/logs/bench.log)"; fi
+	run_logged "$name" "$out/$name.md" "$ovbus" "${args[@]}"
 	[[ $crosscheck == 1 ]] && crosscheck_cmd "$name" "$@"
 	return 0
 }
@@ -191,9 +210,11 @@ bench_cmd() { # bench_cmd NAME TARGETS... ; writes NAME.md/.json/.svg
 # The seeds preset's scenarios, for the independent client.
 seeds="5x200,20x1000,50x2000,100x500,1000x100"
 
+build_client() { [[ -x $out/client ]] || (cd "$here/peers" && go build -o "$out/client" ./cmd/client); }
+
 crosscheck_cmd() { # crosscheck_cmd NAME TARGETS... ; writes NAME-crosscheck.txt
 	local name=$1; shift
-	[[ -x $out/client ]] || (cd "$here/peers" && go build -o "$out/client" ./cmd/client)
+	build_client
 	local list=$preset
 	[[ $list == seeds ]] && list=$seeds
 	[[ $quick == 1 ]] && list=5x200,20x1000
@@ -208,20 +229,26 @@ crosscheck_cmd() { # crosscheck_cmd NAME TARGETS... ; writes NAME-crosscheck.txt
 	done
 }
 
-if [[ $fanout == 1 ]]; then
+start_buses() { # start_buses PORT: ovbus serve and every peer's fan-out server from PORT on; sets targets and bus_pids
 	start_ovbus
-	subject="ovbus=ws://$host:$ovbus_port/core"
+	targets=("ovbus=ws://$host:$ovbus_port/core") bus_pids=("$ovbus_pid")
+	local port=$1
+	for p in $peers; do
+		pid=$(start_peer "$p" fanout $port) || { log "skipping $p"; port=$((port + 1)); continue; }
+		pids+=("$pid") bus_pids+=("$pid")
+		targets+=("$p=ws://$host:$port/core")
+		port=$((port + 1))
+	done
+}
+
+if [[ $fanout == 1 ]]; then
 	if [[ $pairs == 0 ]]; then
-		targets=("$subject")
-		port=18101
-		for p in $peers; do
-			pid=$(start_peer "$p" fanout $port) || { log "skipping $p"; port=$((port + 1)); continue; }
-			pids+=("$pid")
-			targets+=("$p=ws://$host:$port/core")
-			port=$((port + 1))
-		done
+		start_buses 18101
 		bench_cmd fanout "${targets[@]}"
+		for p in "${bus_pids[@]}"; do stop "$p"; done
 	else
+		start_ovbus
+		subject="ovbus=ws://$host:$ovbus_port/core"
 		port=18101
 		for p in $peers; do
 			pid=$(start_peer "$p" fanout $port) || { log "skipping $p"; continue; }
@@ -229,8 +256,21 @@ if [[ $fanout == 1 ]]; then
 			bench_cmd "fanout-$p" "$subject" "$p=ws://$host:$port/core"
 			stop "$pid"
 		done
+		stop "$ovbus_pid"
 	fi
-	stop "$ovbus_pid"
+fi
+
+# ---------------------------------------------------------------- steady
+if [[ -n $steady ]]; then
+	start_buses 18401
+	run_logged steady "$out/steady.md" "$ovbus" bench --preset "$steady" --duration "$duration" --repeat "$repeat" \
+		--pause 500ms --format markdown --save-json "$out/steady.json" --plot "$out/steady.svg" --verbose "${targets[@]}"
+	if [[ $crosscheck == 1 ]]; then
+		build_client
+		run_logged steady-crosscheck "$out/steady-crosscheck.md" "$out/client" steady -preset "$steady" -duration "$duration" \
+			-repeat "$repeat" -json "$out/steady-crosscheck.json" "${targets[@]}"
+	fi
+	for p in "${bus_pids[@]}"; do stop "$p"; done
 fi
 
 # ---------------------------------------------------------------- echo
@@ -253,16 +293,7 @@ if [[ $loadtest == 1 ]]; then
 	args=(loadtest --preset "$echo_preset" --duration 2s --repeat "$repeat")
 	if [[ $quick == 1 ]]; then args=(loadtest --preset 10x1k --duration 500ms --repeat 1); fi
 	args+=(--pause 500ms --format markdown --save-json "$out/loadtest.json" --plot "$out/loadtest.svg" --verbose "${targets[@]}")
-	echo "${clipin[*]}${clipin:+ }ovbus ${args[*]}" >>"$out/commands.txt"
-	wait_quiet
-	log "ovbus ${args[*]} (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-	echo "before loadtest: load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
-	set +e
-	timeout --foreground "$limit" "${clipin[@]}" "$ovbus" "${args[@]}" >"$out/loadtest.md" 2>>"$out/logs/bench.log"
-	rc=$?
-	set -e
-	echo "after loadtest: load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
-	if [[ $rc -gt 1 ]]; then log "loadtest: exit status $rc (see $out/logs/bench.log)"; fi
+	run_logged loadtest "$out/loadtest.md" "$ovbus" "${args[@]}"
 fi
 
 # ---------------------------------------------------------------- idle memory

@@ -56,6 +56,51 @@ func (s FanoutSuite) Run(ctx context.Context) (*Report, error) {
 	return rep, err
 }
 
+// SteadySuite runs steady-traffic scenarios against one or more targets,
+// repeated and interleaved.
+type SteadySuite struct {
+	// Base is the configuration of every run; URL, Clients, Rate,
+	// Mix.BinaryShare and ServerPID are set per run from the scenario and
+	// the target.
+	Base      SteadyConfig
+	Scenarios []SteadyScenario
+	Targets   []Target
+	Repeat    int
+	Pause     time.Duration
+	Progress  *Progress
+	Log       io.Writer
+}
+
+// Run runs the suite and returns its finished report.
+func (s SteadySuite) Run(ctx context.Context) (*Report, error) {
+	base := s.Base.withDefaults()
+	repeat := max(s.Repeat, 1)
+	rep := NewReport(KindSteady, repeat, map[string]any{
+		"duration":    base.Duration.String(),
+		"json_size":   fmt.Sprintf("%d-%d", base.Mix.JSONMin, base.Mix.JSONMax),
+		"binary_size": fmt.Sprintf("%d-%d", base.Mix.BinaryMin, base.Mix.BinaryMax),
+		"seed":        base.Seed,
+		"timeout":     base.Timeout.String(),
+		"no_greeting": base.NoGreeting,
+	})
+	opts := suiteOptions{targets: s.Targets, repeat: repeat, pause: s.Pause, progress: s.Progress, log: s.Log}
+	err := runSuite(ctx, rep, opts, s.Scenarios, func(sc SteadyScenario, t Target, progress func(done, expected int64)) (map[string]float64, string, error) {
+		cfg := base
+		cfg.URL, cfg.Clients, cfg.Rate, cfg.Mix.BinaryShare = t.URL, sc.Clients, sc.Rate, sc.BinaryShare
+		cfg.ServerPID, cfg.ServerPIDs = max(t.PID, 0), t.PIDs
+		cfg.Progress = progress
+		res, err := RunSteady(ctx, cfg)
+		if err != nil {
+			return nil, "", err
+		}
+		m := SteadyMetrics(res)
+		return m, fmt.Sprintf("%s deliveries/s, p99 %s, p99.9 %s, lost %d, server %.1fµs/frame",
+			FormatRate(res.DeliveriesPerSec), FormatMillis(m["latency_p99_ms"]), FormatMillis(m["latency_p999_ms"]),
+			res.Lost, m["server_cpu_us_per_frame"]), nil
+	})
+	return rep, err
+}
+
 // LoadSuite runs echo load scenarios against one or more targets, repeated
 // and interleaved.
 type LoadSuite struct {

@@ -37,9 +37,11 @@ func startBus(t testing.TB) string {
 }
 
 // relay is a minimal fan-out server on ws.Accept: every message goes to
-// every client, the sender included, in one order. mutate, when set, sees
-// every benchmark message in relay order and returns what to send instead
-// (nothing, the message, or several): the tests use it to drop and reorder.
+// every client, the sender included, in one order, text as text and binary
+// as binary. mutate, when set, sees every message in relay order and returns
+// what to send instead (nothing, the message, or several): the tests use it
+// to drop, reorder and delay; it runs under the relay's lock, so a mutate
+// that sleeps stalls the whole relay.
 type relay struct {
 	greeting bool
 	mutate   func(b []byte) [][]byte
@@ -50,7 +52,12 @@ type relay struct {
 
 type relayClient struct {
 	c  *ws.Conn
-	ch chan []byte
+	ch chan relayMsg
+}
+
+type relayMsg struct {
+	op ws.Opcode
+	b  []byte
 }
 
 func startRelay(t testing.TB, greeting bool, mutate func([]byte) [][]byte) string {
@@ -70,7 +77,7 @@ func (r *relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if r.greeting {
 		c.WriteMessage(context.Background(), ws.TextMessage, []byte(bus.Greeting))
 	}
-	rc := &relayClient{c: c, ch: make(chan []byte, 1<<16)}
+	rc := &relayClient{c: c, ch: make(chan relayMsg, 1<<16)}
 	r.mu.Lock()
 	r.clients[rc] = struct{}{}
 	r.mu.Unlock()
@@ -81,8 +88,8 @@ func (r *relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		close(rc.ch)
 	}()
 	go func() {
-		for b := range rc.ch {
-			if c.WriteMessage(context.Background(), ws.TextMessage, b) != nil {
+		for m := range rc.ch {
+			if c.WriteMessage(context.Background(), m.op, m.b) != nil {
 				c.CloseNow()
 				for range rc.ch {
 				}
@@ -91,7 +98,7 @@ func (r *relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 	}()
 	for {
-		_, b, err := c.ReadMessage(context.Background())
+		op, b, err := c.ReadMessage(context.Background())
 		if err != nil {
 			return
 		}
@@ -102,7 +109,7 @@ func (r *relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 		for cl := range r.clients {
 			for _, m := range out {
-				cl.ch <- m
+				cl.ch <- relayMsg{op, m}
 			}
 		}
 		r.mu.Unlock()

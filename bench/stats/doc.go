@@ -14,6 +14,11 @@
 //   - throughput = (expected − dropped) / time from the first send until every
 //     subscriber finished (Throughput).
 //
+// A steady run records millions of deliveries: Histogram keeps them in
+// log-linear buckets (HdrHistogram's layout) and gives nearest-rank
+// percentiles to within 0.8 %; Streams checks the order of several senders'
+// frames on one receiver.
+//
 // Recording is allocation free once a Samples or an Order has been created
 // with the right capacity, so a receiver can record every delivery on its hot
 // path. None of the types is safe for concurrent use: give each receiving

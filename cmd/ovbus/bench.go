@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,6 +44,18 @@ A URL may list the nodes of one clustered bus, comma-separated: the sender
 connects to the first node, the subscribers to each node in turn, and the CPU
 time of every node's process is added up.
 
+--steady measures the bus as an OVOS device uses it: --clients clients that
+all send and all receive (their own frames too), --rate frames/s in total,
+spread evenly, each client on its own schedule, for --duration. The frames are
+OVOS-like JSON of --json-size bytes and a --binary-share of binary frames
+(audio) of --binary-size. Latency runs from each frame's scheduled send time,
+so a bus (or a client) that falls behind is charged for the wait (no
+coordinated omission). Reported: latency p50/p90/p99/p99.9/max from a
+log-linear histogram, lost, reordered (per sender, on every client) and
+duplicated frames, deliveries/s, and the bus's CPU time per frame and per
+delivery. --preset steady runs the three workloads of an OVOS device
+(steady20, steady20-json, steady10).
+
 Without --url or NAME=URL, bench starts an ovbus of its own in this process, on a
 free loopback port, and measures that: it never floods a bus it was not pointed
 at (the OVOS bus on 127.0.0.1:8181 is a live one).
@@ -52,7 +65,9 @@ Examples:
   ovbus bench --url ws://127.0.0.1:8181/core --clients 50 --messages 2000
   ovbus bench --compare one=ws://127.0.0.1:8181/core three=ws://127.0.0.1:8281/core,ws://127.0.0.1:8282/core,ws://127.0.0.1:8283/core
   ovbus bench --preset seeds --repeat 3 --compare ovbus=ws://127.0.0.1:8181/core tornado=ws://127.0.0.1:8182/core
-  ovbus bench --preset 5x200,1000x100 --json > out.json`
+  ovbus bench --preset 5x200,1000x100 --json > out.json
+  ovbus bench --steady --clients 20 --rate 2000 --duration 30s --binary-share 0.01 --url ws://127.0.0.1:8181/core
+  ovbus bench --preset steady --duration 20s --repeat 3 ovbus=ws://127.0.0.1:8181/core uws=ws://127.0.0.1:8182/core`
 
 const benchExitHelp = `
 Exit status: 0 done, nothing lost; 1 done, but messages were dropped or connections failed;
@@ -118,11 +133,11 @@ func addBenchOutput(fs *flag.FlagSet, o *benchOutput, defaultURL string) {
 	fs.StringVar(&o.from, "from", "", "run nothing: print (and --plot, --save-md) the JSON report saved in `FILE`")
 }
 
-// parse parses the arguments of bench or loadtest (kind names the report)
+// parse parses the arguments of bench or loadtest (kinds are the reports it makes)
 // and checks the options they share. It returns the servers to measure, or
 // done and the exit code when there is no more to do: -h, a usage error, or
 // a report replayed --from a file.
-func (o *benchOutput) parse(fs *flag.FlagSet, kind string, args []string, stdout, stderr io.Writer) (targets []bench.Target, code int, done bool) {
+func (o *benchOutput) parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, kinds ...string) (targets []bench.Target, code int, done bool) {
 	pos, err := parseArgs(fs, args, stdout)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -134,7 +149,7 @@ func (o *benchOutput) parse(fs *flag.FlagSet, kind string, args []string, stdout
 		return nil, usageError(fs, stderr, "%v", err), true
 	}
 	if o.from != "" {
-		return nil, o.replay(kind, stdout, stderr), true
+		return nil, o.replay(stdout, stderr, kinds...), true
 	}
 	targets, err = o.targets(pos)
 	if err != nil {
@@ -308,8 +323,8 @@ func benchWriteFile(name string, write func(io.Writer) error) error {
 	return f.Close()
 }
 
-// replay prints a saved report; it returns the exit code.
-func (o *benchOutput) replay(kind string, stdout, stderr io.Writer) int {
+// replay prints a saved report of one of the kinds; it returns the exit code.
+func (o *benchOutput) replay(stdout, stderr io.Writer, kinds ...string) int {
 	b, err := os.ReadFile(o.from)
 	if err != nil {
 		fmt.Fprintf(stderr, "ovbus: %v\n", err)
@@ -320,8 +335,8 @@ func (o *benchOutput) replay(kind string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ovbus: %s: %v\n", o.from, err)
 		return 1
 	}
-	if rep.Kind != kind {
-		fmt.Fprintf(stderr, "ovbus: %s is a %q report, not %q\n", o.from, rep.Kind, kind)
+	if !slices.Contains(kinds, rep.Kind) {
+		fmt.Fprintf(stderr, "ovbus: %s is a %q report, not %s\n", o.from, rep.Kind, strings.Join(kinds, " or "))
 		return 1
 	}
 	return o.write(&rep, stdout, stderr)
@@ -336,10 +351,8 @@ func benchExitStatus(rep *bench.Report) int {
 		if s.Failed > 0 {
 			lost = true
 		}
-		for _, k := range []string{"dropped", "conn_errors", "timeouts", "mismatched"} {
-			if s.Summary[k].Sum > 0 {
-				lost = true
-			}
+		if s.Lossy() {
+			lost = true
 		}
 	}
 	switch {
@@ -355,21 +368,48 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("bench", benchSynopsis, benchExitHelp, stderr)
 	var o benchOutput
 	addBenchOutput(fs, &o, "")
-	clients := fs.Int("clients", bench.DefaultClients, "subscribers (M)")
+	clients := fs.Int("clients", bench.DefaultClients, "subscribers (M); with --steady, clients that all send and all receive")
 	messages := fs.Int("messages", bench.DefaultMessages, "timed messages sent (N)")
 	size := fs.Int("size", bench.DefaultSize, "size of every message in `BYTES` (an OVOS message with a padding field)")
 	warmup := fs.Int("warmup", bench.DefaultWarmup, "warm-up messages before the timed phase (0: none)")
-	timeout := fs.Duration("timeout", bench.DefaultTimeout, "a subscriber that waits longer than this for a message ends")
-	rate := fs.Float64("rate", 0, "send at this many messages/s (open loop: latency from the scheduled send time); 0 sends back to back")
-	preset := fs.String("preset", "", "scenarios instead of --clients/--messages: seeds (5x200, 20x1000, 50x2000, 100x500, 1000x100) or a `LIST` like 5x200,20x1000")
+	timeout := fs.Duration("timeout", bench.DefaultTimeout, "a subscriber that waits longer than this for a message ends; with --steady, the wait for the last deliveries")
+	rate := fs.Float64("rate", 0, "send at this many messages/s (open loop: latency from the scheduled send time); 0 sends back to back; with --steady, frames/s of all clients together (0: 2000)")
+	preset := fs.String("preset", "", "scenarios instead of --clients/--messages: seeds (5x200, 20x1000, 50x2000, 100x500, 1000x100) or a `LIST` like 5x200,20x1000; "+
+		"steady scenarios (imply --steady): steady (steady20, steady20-json, steady10: 20 clients at 2000/s with 1% binary, the same JSON only, 10 clients at 500/s with 1% binary) or CLIENTS@RATE[:BINARY_SHARE]")
 	noGreeting := fs.Bool("no-greeting", false, "the bus sends no greeting on connect")
 	drain := fs.Bool("drain-sender", false, "the sender reads (and discards) its own echoes; the upstream sender does not")
 	conc := fs.Int("connect-concurrency", bench.DefaultConnectConcurrency, "connections opened at once")
-	targets, code, done := o.parse(fs, bench.KindFanout, args, stdout, stderr)
+	var sf steadyFlags
+	addSteadyFlags(fs, &sf)
+	targets, code, done := o.parse(fs, args, stdout, stderr, bench.KindFanout, bench.KindSteady)
 	if done {
 		return code
 	}
 	usageErr := func(format string, a ...any) int { return usageError(fs, stderr, format, a...) }
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if sf.on || (*preset != "" && bench.IsSteadyPreset(*preset)) {
+		for _, name := range []string{"messages", "size", "warmup", "drain-sender"} {
+			if set[name] {
+				return usageErr("--%s is for the fan-out benchmark; --steady runs for --duration with --json-size and --binary-size frames", name)
+			}
+		}
+		suite, err := sf.suite(*preset, *clients, *rate, *timeout, *noGreeting, *conc, &o)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		return o.runOn(fs, targets, func(ts []bench.Target) func(context.Context) (*bench.Report, error) {
+			suite.Targets = ts
+			suite.Progress = o.progress(stderr, len(suite.Scenarios)*o.repeat*len(ts))
+			suite.Log = o.log(stderr)
+			return suite.Run
+		}, args, stdout, stderr)
+	}
+	for _, name := range steadyOnlyFlags {
+		if set[name] {
+			return usageErr("--%s is for --steady", name)
+		}
+	}
 	scenarios := []bench.Scenario{{Clients: *clients, Messages: *messages}}
 	if *preset != "" {
 		var err error
@@ -389,7 +429,28 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if w == 0 {
 		w = -1 // FanoutConfig: negative is none
 	}
+	suite := bench.FanoutSuite{
+		Base: bench.FanoutConfig{
+			Size: *size, Warmup: w, Timeout: *timeout, Rate: *rate,
+			NoGreeting: *noGreeting, DrainSender: *drain, ConnectConcurrency: *conc, Dial: o.dialOptions(),
+		},
+		Scenarios: scenarios,
+		Repeat:    o.repeat,
+		Pause:     o.pause,
+	}
+	return o.runOn(fs, targets, func(ts []bench.Target) func(context.Context) (*bench.Report, error) {
+		suite.Targets = ts
+		suite.Progress = o.progress(stderr, len(scenarios)*o.repeat*len(ts))
+		suite.Log = o.log(stderr)
+		return suite.Run
+	}, args, stdout, stderr)
+}
 
+// runOn runs the suite that suite returns for targets, or, when none was
+// given, for an ovbus started in this process, and writes the report; it
+// returns the exit code.
+func (o *benchOutput) runOn(fs *flag.FlagSet, targets []bench.Target, suite func([]bench.Target) func(context.Context) (*bench.Report, error),
+	args []string, stdout, stderr io.Writer) int {
 	if len(targets) == 0 {
 		t, stop, err := ownBus(o.name)
 		if err != nil {
@@ -401,18 +462,5 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 			"(its CPU time is counted with the client's); give --url to measure another bus\n", fs.Name(), t.URL)
 		targets = []bench.Target{t}
 	}
-
-	suite := bench.FanoutSuite{
-		Base: bench.FanoutConfig{
-			Size: *size, Warmup: w, Timeout: *timeout, Rate: *rate,
-			NoGreeting: *noGreeting, DrainSender: *drain, ConnectConcurrency: *conc, Dial: o.dialOptions(),
-		},
-		Scenarios: scenarios,
-		Targets:   targets,
-		Repeat:    o.repeat,
-		Pause:     o.pause,
-		Progress:  o.progress(stderr, len(scenarios)*o.repeat*len(targets)),
-		Log:       o.log(stderr),
-	}
-	return o.run(fs, suite.Run, args, stdout, stderr)
+	return o.run(fs, suite(targets), args, stdout, stderr)
 }

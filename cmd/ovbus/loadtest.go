@@ -37,7 +37,7 @@ func runLoadtest(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", bench.DefaultTimeout, "a connection that waits longer than this for an echo ends")
 	preset := fs.String("preset", "", "scenarios instead of --conns/--payload/--window: std (1x64, 10x1k, 100x1k, 10x64k, 10x1k w64), echo (1x300, 1x300 w64, 1x1m, 100x1k w16) or a `LIST` like 10x1k,100x64w8")
 	conc := fs.Int("connect-concurrency", bench.DefaultConnectConcurrency, "connections opened at once")
-	targets, code, done := o.parse(fs, bench.KindLoad, args, stdout, stderr)
+	targets, code, done := o.parse(fs, args, stdout, stderr, bench.KindLoad)
 	if done {
 		return code
 	}

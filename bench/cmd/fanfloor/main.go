@@ -30,6 +30,7 @@
 // receiving side's TCP processing, as it does for a real server.
 //
 //	go run ./bench/cmd/fanfloor [-preset 10x20000,100x2000,1000x200,10000x100] [-size 256] [-repeat 5]
+//	go run ./bench/cmd/fanfloor -steady steady [-duration 30s] [-repeat 5] [-json FILE]
 //
 // The frames are WebSocket text frames of -size payload bytes (a 4-byte
 // header above 125 bytes), as `ovbus bench` sends them (its default size is
@@ -39,6 +40,10 @@
 // targets floor-burst and floor-relay bench/curve.sh draws beside the
 // servers' cost curves. Pin the writer for steady figures (taskset -c 0); the
 // reader follows -reader-cpu when taskset is installed.
+//
+// -steady measures the floor of steady traffic instead (steady.go): the
+// frames of `ovbus bench --steady`, sent by N clients at a total rate, each
+// relayed to all N by one thread with raw system calls.
 package main
 
 import (
@@ -76,8 +81,19 @@ func main() {
 	conns := flag.Int("conns", 0, "subscriber connections (with -reader, internal)")
 	frames := flag.Int("frames", 0, "frames per subscriber (with -reader, internal)")
 	send := flag.Bool("send", false, "also send the frames on one more connection (with -reader, internal)")
-	jsonOut := flag.String("json", "", "also write the runs to `FILE` as a fan-out report (targets floor-burst and floor-relay), for bench/cmd/curve")
+	jsonOut := flag.String("json", "", "also write the runs to `FILE` as a fan-out report (targets floor-burst and floor-relay), for bench/cmd/curve; with -steady, a steady report (target floor-steady)")
+	steady := flag.String("steady", "", "measure the floor of steady traffic instead: a `LIST` of steady scenarios as ovbus bench --preset takes them (steady, steady20, steady20-json, steady10, CLIENTS@RATE[:BINARY_SHARE])")
+	duration := flag.Duration("duration", bench.DefaultSteadyDuration, "with -steady: how long the clients send")
+	steadyReader := flag.String("steady-reader", "", "run as the clients of a -steady writer at `ADDR` (internal)")
 	flag.Parse()
+	switch {
+	case *steadyReader != "":
+		runSteadyReader(*steadyReader, *port, *steady, *duration)
+		return
+	case *steady != "":
+		runSteadyFloors(*steady, *duration, *repeat, *readerCPU, *jsonOut)
+		return
+	}
 	if *size < 126 || *size > 65535 {
 		fail(fmt.Errorf("-size: %d is outside 126-65535 (the frames have a 4-byte header)", *size))
 	}
@@ -173,33 +189,13 @@ func run(sc scenario, frame []byte, relay bool, readerCPU string) (float64, floa
 	// that nothing but these calls touches them.
 	lfd, port := listen()
 	defer syscall.Close(lfd)
-	ctlLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fail(err)
-	}
-	defer ctlLn.Close()
-	self, err := os.Executable()
-	if err != nil {
-		fail(err)
-	}
-	args := []string{"-reader", ctlLn.Addr().String(), "-port", fmt.Sprint(port), "-conns", fmt.Sprint(sc.subs),
-		"-frames", fmt.Sprint(sc.frames), "-size", fmt.Sprint(len(frame) - 4), fmt.Sprintf("-send=%v", relay)}
-	cmd := exec.Command(self, args...)
-	if _, err := exec.LookPath("taskset"); err == nil && readerCPU != "" {
-		cmd = exec.Command("taskset", append([]string{"-c", readerCPU, self}, args...)...)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		fail(err)
-	}
-	defer cmd.Wait()
 	// The reader says on the control connection when it reads every
 	// subscriber ("ready"), and when it has every byte ("done").
-	ctl, err := ctlLn.Accept()
-	if err != nil {
-		fail(err)
-	}
-	defer ctl.Close()
+	ctl, stop := startReader(readerCPU, func(ctlAddr string) []string {
+		return []string{"-reader", ctlAddr, "-port", fmt.Sprint(port), "-conns", fmt.Sprint(sc.subs),
+			"-frames", fmt.Sprint(sc.frames), "-size", fmt.Sprint(len(frame) - 4), fmt.Sprintf("-send=%v", relay)}
+	})
+	defer stop()
 	n := sc.subs
 	if relay {
 		n++ // the sender's connection comes last
@@ -309,6 +305,37 @@ func run(sc scenario, frame []byte, relay bool, readerCPU string) (float64, floa
 	expect(ctlr, "done")
 	cpu := stats.CPUSince(start, cpuSample())
 	return float64(cpu.Nanoseconds()) / 1e3 / float64(sc.subs*sc.frames), float64(calls) / float64(sc.subs)
+}
+
+// startReader starts this program again as a reader, with the arguments
+// args returns for the address of a control listener (on the CPUs readerCPU
+// lists, when taskset is installed), and returns the reader's control
+// connection and a function that closes it and waits for the reader.
+func startReader(readerCPU string, args func(ctlAddr string) []string) (net.Conn, func()) {
+	ctlLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fail(err)
+	}
+	defer ctlLn.Close()
+	self, err := os.Executable()
+	if err != nil {
+		fail(err)
+	}
+	a := args(ctlLn.Addr().String())
+	cmd := exec.Command(self, a...)
+	if _, err := exec.LookPath("taskset"); err == nil && readerCPU != "" {
+		cmd = exec.Command("taskset", append([]string{"-c", readerCPU, self}, a...)...)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		fail(err)
+	}
+	ctl, err := ctlLn.Accept()
+	if err != nil {
+		cmd.Process.Kill()
+		fail(err)
+	}
+	return ctl, func() { ctl.Close(); cmd.Wait() }
 }
 
 // write writes b[*sent:] to the non-blocking socket fd, as much as it

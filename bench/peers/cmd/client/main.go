@@ -5,6 +5,7 @@
 // costs, which differ with the way each server writes.
 //
 //	client fanout [-clients 100] [-messages 2000] [-repeat 3] NAME=URL[@PID] ...
+//	client steady [-preset steady | -clients 20 -rate 2000 -binary-share 0.01] [-duration 30s] [-repeat 3] [-json FILE] NAME=URL[@PID] ...
 //	client idle   [-n 5000,19000] [-settle 5s] NAME=URL@PID ...
 //
 // fanout is the upstream OVOS benchmark (docs/protocol.md §10), measured the
@@ -17,6 +18,12 @@
 // targets run interleaved (A B … A B …). CPU is read over the same phase:
 // this process's from getrusage, the server's (PID given, or found from the
 // URL's port) from /proc/PID/task/*/schedstat.
+//
+// steady is `ovbus bench --steady` (steady.go): N clients that all send, each
+// on its own schedule at a share of a total rate, and all receive, with
+// latency from each frame's scheduled send time; it reports exact
+// percentiles, lost, reordered and duplicated frames, and the server's CPU
+// time per frame and per delivery, as a markdown table (and -json).
 //
 // idle opens idle connections to each target, one target at a time, and
 // reports the server's resident memory per connection: (RSS with n
@@ -44,6 +51,8 @@ func main() {
 		err = fanoutMain(os.Args[2:])
 	case "idle":
 		err = idleMain(os.Args[2:])
+	case "steady":
+		err = steadyMain(os.Args[2:])
 	default:
 		usage()
 	}
@@ -54,7 +63,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: client fanout|idle [flags] NAME=URL[@PID] ...  (client fanout -h for the flags)")
+	fmt.Fprintln(os.Stderr, "usage: client fanout|steady|idle [flags] NAME=URL[@PID] ...  (client fanout -h for the flags)")
 	os.Exit(2)
 }
 
