@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/binary"
+	"math"
 	"strconv"
 )
 
@@ -28,8 +29,8 @@ const (
 )
 
 // minSteadyJSON is the smallest size a JSON frame is padded to: the longest
-// unpadded frame (numbers of 19 digits) fits.
-var minSteadyJSON = len(appendSteadyJSON(nil, false, 1<<31, 1<<62, 1<<62, 0))
+// unpadded frame (the largest numbers an int and an int64 hold) fits.
+var minSteadyJSON = len(appendSteadyJSON(nil, false, math.MaxInt, math.MaxInt, math.MaxInt64, 0))
 
 // utterance is the padding of the JSON frames: text, as a user says it.
 const utterance = "hey mycroft, turn on the kitchen lights and tell me the weather for tomorrow morning please. "
