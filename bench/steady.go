@@ -318,17 +318,15 @@ func (r *steadyRun) send(ctx context.Context, cl *steadyClient, write func(op ws
 	n := r.plan.Frames(cl.id)
 	text := make([]byte, 0, cfg.Mix.JSONMax+64)
 	var bin []byte // allocated at the first binary frame, filled once
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
 	for k := range n {
 		due := r.t0 + int64(r.plan.Due(cl.id, k))
-		if wait := due - r.now(); wait > 0 {
-			timer.Reset(time.Duration(wait))
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				return ctx.Err()
+		// Precise pauses (Pause), at most maxPause each, so that a run
+		// that is cancelled stops soon.
+		for wait := due - r.now(); wait > 0; wait = due - r.now() {
+			if err := ctx.Err(); err != nil {
+				return err
 			}
+			Pause(min(time.Duration(wait), maxPause))
 		}
 		cl.lag.Record(time.Duration(r.now() - due))
 		size, isBinary := cfg.Mix.Frame(cfg.Seed, cl.id, k)
@@ -355,6 +353,9 @@ func (r *steadyRun) send(ctx context.Context, cl *steadyClient, write func(op ws
 	}
 	return nil
 }
+
+// maxPause is the longest a sender pauses before it looks at its context.
+const maxPause = 50 * time.Millisecond
 
 // receive is a client's read loop: it records the latency of every first
 // delivery until the client has every frame of the plan, or its connection

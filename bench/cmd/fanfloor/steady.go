@@ -31,13 +31,26 @@ import (
 // takes it, what it does not take kept until the socket has room (EPOLLOUT is
 // asked for only then: a socket that always asks for it would wake the writer
 // each time the receiver's acknowledgements free room). Nothing else: no
-// unmasking (the reader sends unmasked frames), no log, no goroutines. Its CPU time over the
-// run, divided by the frames sent and by the deliveries, is the least a
-// server that sends with write(2) spends on that traffic.
+// unmasking (the reader sends unmasked frames), no log, no goroutines. Its
+// CPU time over the run, divided by the frames sent and by the deliveries, is
+// the least a server that sends each frame with write(2) as it comes spends
+// on that traffic (floor-steady).
+//
+// A server can spend less by writing fewer times than once a frame:
+// floor-steady-corked gathers the whole frames of every socket that one
+// epoll_wait found readable and writes them to each client in one call at the
+// end of the loop's pass, as uWebSockets corks a socket until its loop's
+// iteration ends. At a steady rate it saves what frames happen to arrive in
+// the same pass; its writes per delivery say how many did.
 //
 // The reader (this program again, -steady-reader, on another CPU) is the N
 // clients: Go connections, a sender goroutine each on its schedule and a
 // receiver each that counts bytes until it has every frame.
+
+// steadyModes are the two floors, run interleaved: every frame written as it
+// comes (relay), and the frames of one pass of the loop written together
+// (corked).
+var steadyModes = []string{"steady", "steady-corked"}
 
 // steadyFloor is one run's figures.
 type steadyFloor struct {
@@ -46,8 +59,9 @@ type steadyFloor struct {
 }
 
 // runSteadyFloors runs every scenario repeat times and prints the medians;
-// with jsonOut it also writes the runs as a steady report (target
-// floor-steady), whose scenarios are named as ovbus bench names them.
+// with jsonOut it also writes the runs as a steady report (targets
+// floor-steady and floor-steady-corked), whose scenarios are named as ovbus
+// bench names them.
 func runSteadyFloors(list string, duration time.Duration, repeat int, readerCPU, jsonOut string) {
 	scs, err := bench.ParseSteadyScenarios(list)
 	if err != nil {
@@ -57,19 +71,23 @@ func runSteadyFloors(list string, duration time.Duration, repeat int, readerCPU,
 		"json_size":   fmt.Sprintf("%d-%d", bench.DefaultSizeMix.JSONMin, bench.DefaultSizeMix.JSONMax),
 		"binary_size": fmt.Sprintf("%d-%d", bench.DefaultSizeMix.BinaryMin, bench.DefaultSizeMix.BinaryMax), "seed": bench.DefaultSteadySeed})
 	rep.Command = strings.Join(os.Args, " ")
-	target := bench.Target{Name: bench.FloorPrefix + "steady", PID: -1}
-	runs := make([][]steadyFloor, len(scs))
+	runs := make([][][]steadyFloor, len(steadyModes)) // [mode][scenario][run]
+	for m := range steadyModes {
+		runs[m] = make([][]steadyFloor, len(scs))
+	}
 	for r := range repeat {
 		for i, sc := range scs {
-			f := steadyFloorRun(sc, duration, readerCPU)
-			runs[i] = append(runs[i], f)
-			rep.SeriesFor(sc.String(), target).Add(map[string]float64{
-				"clients": float64(sc.Clients), "rate": sc.Rate, "binary_share": sc.BinaryShare, "duration_s": duration.Seconds(),
-				"sent": float64(f.frames), "delivered": float64(f.frames * sc.Clients), "lost": 0,
-				"server_cpu_us_per_frame": f.perFrame, "server_cpu_us_per_delivery": f.perDelivery,
-				"writes_per_delivery": f.writesPerDelivery,
-			})
-			fmt.Fprintf(os.Stderr, "fanfloor: %s run %d/%d: %.2f µs per frame, %.3f per delivery\n", sc, r+1, repeat, f.perFrame, f.perDelivery)
+			for m, mode := range steadyModes {
+				f := steadyFloorRun(sc, duration, readerCPU, m == 1)
+				runs[m][i] = append(runs[m][i], f)
+				rep.SeriesFor(sc.String(), bench.Target{Name: bench.FloorPrefix + mode, PID: -1}).Add(map[string]float64{
+					"clients": float64(sc.Clients), "rate": sc.Rate, "binary_share": sc.BinaryShare, "duration_s": duration.Seconds(),
+					"sent": float64(f.frames), "delivered": float64(f.frames * sc.Clients), "lost": 0,
+					"server_cpu_us_per_frame": f.perFrame, "server_cpu_us_per_delivery": f.perDelivery,
+					"writes_per_delivery": f.writesPerDelivery,
+				})
+				fmt.Fprintf(os.Stderr, "fanfloor: %s %s run %d/%d: %.2f µs per frame, %.3f per delivery\n", mode, sc, r+1, repeat, f.perFrame, f.perDelivery)
+			}
 		}
 	}
 	if jsonOut != "" {
@@ -83,19 +101,21 @@ func runSteadyFloors(list string, duration time.Duration, repeat int, readerCPU,
 		}
 	}
 	fmt.Printf("# fanfloor -steady: the frames of ovbus bench --steady, %v each, %d runs, medians (min-max)\n", duration, repeat)
-	fmt.Println("| scenario | writer CPU µs per frame | µs per delivery | writes per delivery |")
-	fmt.Println("|---|---:|---:|---:|")
+	fmt.Println("| scenario | floor | writer CPU µs per frame | µs per delivery | writes per delivery |")
+	fmt.Println("|---|---|---:|---:|---:|")
 	for i, sc := range scs {
-		get := func(f func(steadyFloor) float64) []float64 {
-			v := make([]float64, len(runs[i]))
-			for j, r := range runs[i] {
-				v[j] = f(r)
+		for m, mode := range steadyModes {
+			get := func(f func(steadyFloor) float64) []float64 {
+				v := make([]float64, len(runs[m][i]))
+				for j, r := range runs[m][i] {
+					v[j] = f(r)
+				}
+				return v
 			}
-			return v
+			pf, pd := get(func(f steadyFloor) float64 { return f.perFrame }), get(func(f steadyFloor) float64 { return f.perDelivery })
+			fmt.Printf("| %s | %s | %.2f (%.2f–%.2f) | %.3f (%.3f–%.3f) | %.2f |\n", sc, bench.FloorPrefix+mode, median(pf), slices.Min(pf), slices.Max(pf),
+				median(pd), slices.Min(pd), slices.Max(pd), median(get(func(f steadyFloor) float64 { return f.writesPerDelivery })))
 		}
-		pf, pd := get(func(f steadyFloor) float64 { return f.perFrame }), get(func(f steadyFloor) float64 { return f.perDelivery })
-		fmt.Printf("| %s | %.2f (%.2f–%.2f) | %.3f (%.3f–%.3f) | %.2f |\n", sc, median(pf), slices.Min(pf), slices.Max(pf),
-			median(pd), slices.Min(pd), slices.Max(pd), median(get(func(f steadyFloor) float64 { return f.writesPerDelivery })))
 	}
 }
 
@@ -174,8 +194,9 @@ type floorConn struct {
 	written int
 }
 
-// steadyFloorRun makes one run of sc and returns the writer's figures.
-func steadyFloorRun(sc bench.SteadyScenario, d time.Duration, readerCPU string) steadyFloor {
+// steadyFloorRun makes one run of sc and returns the writer's figures;
+// corked writes the frames of one pass of the loop together.
+func steadyFloorRun(sc bench.SteadyScenario, d time.Duration, readerCPU string, corked bool) steadyFloor {
 	lfd, port := listen()
 	defer syscall.Close(lfd)
 	ctl, stop := startReader(readerCPU, func(ctlAddr string) []string {
@@ -251,6 +272,7 @@ func steadyFloorRun(sc bench.SteadyScenario, d time.Duration, readerCPU string) 
 		fail(err)
 	}
 	evs := make([]syscall.EpollEvent, 256)
+	var pass []byte // corked: the whole frames of this pass of the loop, in the order read
 	for done < len(conns) {
 		k, err := syscall.EpollWait(ep, evs, -1)
 		if err == syscall.EINTR {
@@ -287,9 +309,17 @@ func steadyFloorRun(sc bench.SteadyScenario, d time.Duration, readerCPU string) 
 				whole += n
 			}
 			if whole > 0 {
-				relay(c.in[:whole])
+				if corked {
+					pass = append(pass, c.in[:whole]...)
+				} else {
+					relay(c.in[:whole])
+				}
 				c.in = c.in[:copy(c.in, c.in[whole:])]
 			}
+		}
+		if len(pass) > 0 {
+			relay(pass)
+			pass = pass[:0]
 		}
 	}
 	expect(ctlr, "done")
@@ -364,7 +394,7 @@ func runSteadyReader(ctlAddr string, port int, list string, d time.Duration) {
 			frame := make([]byte, 0, 10+mix.BinaryMax)
 			for k := range plan.Frames(i) {
 				if wait := time.Until(start.Add(plan.Due(i, k))); wait > 0 {
-					time.Sleep(wait)
+					bench.Pause(wait) // as ovbus bench's senders: on time, not on the millisecond
 				}
 				size, bin := mix.Frame(bench.DefaultSteadySeed, i, k)
 				frame = appendHeader(frame[:0], bin, size)

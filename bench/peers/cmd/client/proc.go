@@ -75,6 +75,15 @@ func serverCPU(pid int) (time.Duration, bool) {
 	return time.Duration(sum), len(files) > 0
 }
 
+// sleep sleeps for d in nanosleep(2): a Go timer fires when the idle
+// runtime's epoll_wait returns, on the millisecond (golang/go#53824), which
+// would turn an even schedule into bursts.
+func sleep(d time.Duration) {
+	ts := syscall.NsecToTimespec(int64(d))
+	for syscall.Nanosleep(&ts, &ts) == syscall.EINTR {
+	}
+}
+
 // selfCPU is this process's user + system time.
 func selfCPU() time.Duration {
 	var ru syscall.Rusage

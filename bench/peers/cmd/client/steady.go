@@ -464,8 +464,10 @@ func runSteady(t target, cfg steadyConfig) (map[string]float64, error) {
 	}
 
 	t0 = time.Since(start) + 10*time.Millisecond
-	cpu0 := selfCPU()
+	// The server first: reading its /proc files is this process's work,
+	// outside the phase measured.
 	srv0, srvOK := serverCPU(t.pid)
+	cpu0 := selfCPU()
 	var sending sync.WaitGroup
 	for _, c := range conns {
 		sending.Add(1)
@@ -542,7 +544,7 @@ func (c *steadyConn) send(start time.Time, t0 time.Duration, cfg steadyConfig, n
 	for k := range n {
 		d := t0 + due(c.id, k)
 		if wait := d - time.Since(start); wait > 0 {
-			time.Sleep(wait)
+			sleep(wait)
 		}
 		c.lag = append(c.lag, int64(time.Since(start)-d))
 		size, isBin := cfg.frameOf(c.id, k)
