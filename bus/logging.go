@@ -259,9 +259,11 @@ const (
 // warnLimiter is the state rate-limited handlers share (a logger and every
 // logger derived from it with With).
 type warnLimiter struct {
-	now   func() time.Time
-	mu    sync.Mutex
-	kinds map[string]*warnKind
+	now    func() time.Time
+	limit  int           // lines of a kind per window
+	window time.Duration // the length of a window
+	mu     sync.Mutex
+	kinds  map[string]*warnKind
 }
 
 type warnKind struct {
@@ -278,12 +280,32 @@ type rateLimited struct {
 	l    *warnLimiter
 }
 
-// newRateLimited wraps h; now nil is time.Now.
+// newRateLimited wraps h with the bus's bounds; now nil is time.Now.
 func newRateLimited(h slog.Handler, now func() time.Time) *rateLimited {
+	return newLimited(h, now, warnLimit, warnWindow)
+}
+
+func newLimited(h slog.Handler, now func() time.Time, limit int, window time.Duration) *rateLimited {
 	if now == nil {
 		now = time.Now
 	}
-	return &rateLimited{next: h, l: &warnLimiter{now: now, kinds: map[string]*warnKind{}}}
+	return &rateLimited{next: h, l: &warnLimiter{now: now, limit: limit, window: window, kinds: map[string]*warnKind{}}}
+}
+
+// RateLimitWarnings returns h with its warnings and errors rate-limited as
+// the bus's own are: the first limit records of a kind (the same message)
+// in each window are written, the rest counted, and once the window is
+// over one line says how many were left out. limit 0 means the bus's own
+// bounds (10 per 10 s). flush writes the summaries still pending: call it
+// when the component stops. A component that logs beside the bus (the
+// cluster, and the NATS server it embeds) uses it, so that a fault that
+// repeats costs a few lines rather than one per attempt.
+func RateLimitWarnings(h slog.Handler, limit int, window time.Duration) (limited slog.Handler, flush func()) {
+	if limit <= 0 {
+		limit, window = warnLimit, warnWindow
+	}
+	rl := newLimited(h, nil, limit, window)
+	return rl, rl.flush
 }
 
 func (h *rateLimited) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
@@ -314,7 +336,7 @@ func (l *warnLimiter) admit(msg string, level slog.Level, now time.Time) (summar
 		k = &warnKind{start: now, level: level}
 		l.kinds[msg] = k
 	}
-	if k.written < warnLimit {
+	if k.written < l.limit {
 		k.written++
 		return summaries, true
 	}
@@ -329,12 +351,12 @@ func (l *warnLimiter) rollLocked(now time.Time) []slog.Record {
 	var out []slog.Record
 	for _, msg := range slices.Sorted(maps.Keys(l.kinds)) {
 		k := l.kinds[msg]
-		if now.Sub(k.start) < warnWindow {
+		if now.Sub(k.start) < l.window {
 			continue
 		}
 		if k.suppressed > 0 {
 			r := slog.NewRecord(now, k.level, fmt.Sprintf("suppressed %d similar warnings", k.suppressed), 0)
-			r.AddAttrs(slog.String("warning", msg), slog.Duration("window", warnWindow))
+			r.AddAttrs(slog.String("warning", msg), slog.Duration("window", l.window))
 			out = append(out, r)
 		}
 		delete(l.kinds, msg)
@@ -346,7 +368,7 @@ func (l *warnLimiter) rollLocked(now time.Time) []slog.Record {
 // their windows were over (at Shutdown).
 func (h *rateLimited) flush() {
 	h.l.mu.Lock()
-	out := h.l.rollLocked(h.l.now().Add(warnWindow + 1))
+	out := h.l.rollLocked(h.l.now().Add(h.l.window + 1))
 	h.l.mu.Unlock()
 	for _, r := range out {
 		h.next.Handle(context.Background(), r)

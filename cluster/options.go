@@ -33,7 +33,7 @@ const (
 	DefaultName           = "ovbus"
 	DefaultStreamMaxAge   = time.Minute
 	DefaultStreamMaxBytes = 64 << 20
-	DefaultMaxInflight    = 4096
+	DefaultMaxInflight    = 16384
 	// headerRoom is what the NATS headers of one frame take at most on top
 	// of the frame: a server's max_payload must leave it.
 	headerRoom = 512

@@ -1,0 +1,210 @@
+package cluster
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Heartbeats. Every node publishes one every hbInterval on
+// ovbus.<cluster>.<order>.hb: its name and incarnation, the number of the
+// last frame it sent (Ovbus-Seq) and, with order "total", the stream leader
+// it sees (Ovbus-Leader) and whether it hears that leader's node
+// (Ovbus-Unreached: the leader's name when not). They tell each node
+//
+//   - which peers it hears: "K of N peers" in /health (N: the routes
+//     configured, or the most peers ever heard at once);
+//   - with order "sender", that a peer sent frames it did not get (a cut,
+//     a pending limit): it asks for them (replay.go);
+//   - with order "total", that a peer cannot reach the stream's leader (a
+//     partial link: the route between the two is cut while both reach the
+//     others): a node that hears every peer then asks for the leadership,
+//     so that every node reaches the leader again (node.go, probe).
+const (
+	hbInterval  = 250 * time.Millisecond
+	peerTimeout = 4 * hbInterval // a peer not heard this long is not counted
+
+	hdrState     = "Ovbus-State"
+	hdrLeader    = "Ovbus-Leader"
+	hdrUnreached = "Ovbus-Unreached"
+)
+
+// peer is what the heartbeats say of another node.
+type peer struct {
+	heard     time.Time
+	leader    string // the stream leader it sees
+	unreached string // the leader it cannot hear
+}
+
+// heartbeats publishes this node's heartbeat, moves the inbox's gaps on and
+// updates the link's state, every hbInterval until Shutdown.
+func (n *Node) heartbeats() {
+	defer n.wg.Done()
+	t := time.NewTicker(hbInterval)
+	defer t.Stop()
+	for {
+		now := time.Now()
+		n.sendHeartbeat()
+		n.tickInbox(now)
+		n.updateState(now)
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (n *Node) sendHeartbeat() {
+	if !n.nc.IsConnected() {
+		return
+	}
+	h := nats.Header{
+		hdrOrigin: {n.o.NodeName},
+		hdrInc:    {n.incStr},
+		hdrSeq:    {strconv.FormatUint(n.lastSent.Load(), 10)},
+		hdrState:  {n.stateWord.Load().(string)},
+	}
+	if l := n.leaderName(); l != "" {
+		h[hdrLeader] = []string{l}
+		if u := n.unreached(time.Now()); u != "" {
+			h[hdrUnreached] = []string{u}
+		}
+	}
+	n.nc.PublishMsg(&nats.Msg{Subject: n.subj.hb, Header: h})
+}
+
+// heard takes a peer's heartbeat.
+func (n *Node) heard(msg *nats.Msg) {
+	h := msg.Header
+	name := h.Get(hdrOrigin)
+	inc, err1 := strconv.ParseUint(h.Get(hdrInc), 10, 64)
+	last, err2 := strconv.ParseUint(h.Get(hdrSeq), 10, 64)
+	if name == "" || name == n.o.NodeName || err1 != nil || err2 != nil {
+		return
+	}
+	now := time.Now()
+	n.in.mu.Lock()
+	defer n.in.mu.Unlock()
+	p := n.in.peers[name]
+	if p == nil {
+		p = &peer{}
+		n.in.peers[name] = p
+	}
+	p.heard, p.leader, p.unreached = now, h.Get(hdrLeader), h.Get(hdrUnreached)
+	k := 0
+	for _, q := range n.in.peers {
+		if now.Sub(q.heard) < peerTimeout {
+			k++
+		}
+	}
+	n.in.maxPeer = max(n.in.maxPeer, k)
+	if n.o.Order == OrderSender {
+		n.announcedLocked(name, inc, last, now)
+	}
+}
+
+// announcedLocked takes what a heartbeat of order "sender" says the peer
+// sent: frames this node lacks are asked for. (The heartbeats and the
+// frames come on different subscriptions, read on different goroutines: a
+// gap counts only once the previous heartbeat's number is still missing.)
+func (n *Node) announcedLocked(name string, inc, last uint64, now time.Time) {
+	o := n.in.origins[name]
+	switch {
+	case o == nil:
+		o = &origin{name: name, inc: inc, next: 1}
+		n.in.origins[name] = o
+		if last > 0 {
+			// First contact: what it sent since this node started.
+			o.next, o.known, o.gapSince = 0, last, now
+			n.askLocked(o)
+		}
+	case inc < o.inc:
+	case inc > o.inc:
+		o.restart(inc)
+		if last > 0 {
+			o.known, o.gapSince = last, now
+			n.askLocked(o)
+		}
+	default:
+		mark := o.hbMark
+		if mark != 0 && o.next != 0 && o.next <= mark && mark > o.known {
+			o.known = mark
+			if o.gapSince.IsZero() {
+				o.gapSince = now
+			}
+			if o.asked.IsZero() {
+				n.askLocked(o)
+			}
+		}
+	}
+	o.hbMark = last
+}
+
+// peerCount returns how many peers were heard lately (k) and how many
+// there are (of): the routes configured, or the most ever heard at once.
+func (n *Node) peerCount(now time.Time) (k, of int) {
+	n.in.mu.Lock()
+	defer n.in.mu.Unlock()
+	for _, p := range n.in.peers {
+		if now.Sub(p.heard) < peerTimeout {
+			k++
+		}
+	}
+	return k, max(len(n.o.Routes), n.in.maxPeer)
+}
+
+// unreached returns the stream leader's name when this node is not it and
+// does not hear it (order total, embedded servers: a frame reaches a node
+// only over a direct route from the server that has it).
+func (n *Node) unreached(now time.Time) string {
+	l := n.leaderName()
+	if l == "" || l == n.o.NodeName || n.emb == nil {
+		return ""
+	}
+	n.in.mu.Lock()
+	defer n.in.mu.Unlock()
+	if p := n.in.peers[l]; p != nil && now.Sub(p.heard) < peerTimeout {
+		return ""
+	}
+	return l
+}
+
+// leaderName is the stream leader this node saw last ("" when unknown),
+// from its own probe or, when it cannot ask the leader, from its peers.
+func (n *Node) leaderName() string {
+	if l := n.leader.Load(); l != nil && *l != "" {
+		return *l
+	}
+	n.in.mu.Lock()
+	defer n.in.mu.Unlock()
+	now := time.Now()
+	for _, p := range n.in.peers {
+		if p.leader != "" && now.Sub(p.heard) < peerTimeout {
+			return p.leader
+		}
+	}
+	return ""
+}
+
+// peerUnreached reports whether a peer heard lately cannot reach leader.
+func (n *Node) peerUnreached(leader string, now time.Time) bool {
+	n.in.mu.Lock()
+	defer n.in.mu.Unlock()
+	for _, p := range n.in.peers {
+		if p.unreached == leader && now.Sub(p.heard) < peerTimeout {
+			return true
+		}
+	}
+	return false
+}
+
+// hears reports whether this node heard the named peer within two
+// heartbeats.
+func (n *Node) hears(name string, now time.Time) bool {
+	n.in.mu.Lock()
+	defer n.in.mu.Unlock()
+	p := n.in.peers[name]
+	return p != nil && now.Sub(p.heard) <= 2*hbInterval
+}
