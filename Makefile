@@ -6,7 +6,8 @@
 # in dist/, with SHA256SUMS.
 # make stress: make test STRESS_RUNS times in a row beside two busy loops.
 # make cluster-faults: the cluster's fault suite (e2e TestClusterFaults,
-# TestClusterStartFirst) FAULT_RUNS times in a row beside two busy loops.
+# TestClusterStartFirst, TestClusterPartialLink) FAULT_RUNS times in a row
+# beside two busy loops.
 GO ?= go
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ovbus/ovbus/ws"
 )
@@ -91,6 +92,10 @@ func (n *Node) newOutMsg(first uint64, frames []outFrame) *outMsg {
 		hdrSeq:    {strconv.FormatUint(first, 10)},
 		hdrSent:   {strconv.FormatInt(now.UnixNano(), 10)},
 	}
+	if n.o.Order == OrderTotal {
+		// The stream stores a message offered again (outbox.go) once.
+		h[jetstream.MsgIDHeader] = []string{n.o.NodeName + "-" + n.incStr + "-" + h[hdrSeq][0]}
+	}
 	m := &outMsg{first: first, count: len(frames), sent: now, hdr: h}
 	if len(frames) == 1 {
 		if frames[0].op == ws.OpBinary {
@@ -118,6 +123,33 @@ func (n *Node) newOutMsg(first uint64, frames []outFrame) *outMsg {
 // holding total bytes.
 func fits(n, total, size int) bool {
 	return n == 0 || n < maxBatchFrames && total+size <= maxBatchBytes
+}
+
+// BatchFits is fits for the floor benchmark (bench/cmd/clusterfloor), which
+// must cut a queue of frames into messages as the nodes do.
+func BatchFits(n, total, size int) bool { return fits(n, total, size) }
+
+// BenchMsg returns the NATS message a node named node sends, with order,
+// for text frames numbered from first: its header and data as the node
+// builds them (newOutMsg), to subject. For the floor benchmark
+// (bench/cmd/clusterfloor), which must send what the nodes send.
+func BenchMsg(subject, node string, order Order, first uint64, frames [][]byte) *nats.Msg {
+	n := &Node{o: Options{NodeName: node, Order: order}, incStr: "1"}
+	out := make([]outFrame, len(frames))
+	for i, f := range frames {
+		out[i] = outFrame{ws.OpText, f}
+	}
+	return n.newOutMsg(first, out).msg(subject)
+}
+
+// BenchCount returns how many frames a message of a node carries (0 when
+// it is not one).
+func BenchCount(m *nats.Msg) int {
+	im, err := parseMsg(m.Header, m.Data)
+	if err != nil {
+		return 0
+	}
+	return im.count
 }
 
 // inMsg is a message of some node's frames as received.

@@ -289,6 +289,11 @@ func (n *Node) askLead(ctx context.Context, info *jetstream.StreamInfo) {
 		}
 		return
 	}
+	if n.cutOff(time.Now()) {
+		// Leading, it would leave a peer it cannot reach without the stream.
+		n.log.Debug("Cluster: this node is cut off from a peer; not asking for the leadership (cluster.lead)", "stream", n.stream)
+		return
+	}
 	if n.leadTries >= leadTries {
 		n.leadDone = true
 		n.log.Warn("Cluster: the stream's leadership did not come to this node (cluster.lead); leaving it where it is",
@@ -327,7 +332,7 @@ func (n *Node) moveLead(ctx context.Context, info *jetstream.StreamInfo) {
 	if info.Cluster == nil || info.Cluster.Leader == "" || info.Cluster.Leader == n.o.NodeName || now.Before(n.moveNext) {
 		return
 	}
-	if !n.peerUnreached(info.Cluster.Leader, now) || !n.hears(info.Cluster.Leader, now) {
+	if !n.notHearing(info.Cluster.Leader, now) || !n.hears(info.Cluster.Leader, now) {
 		return // (a leader this node does not hear either is frozen or gone, not cut off from one peer)
 	}
 	if k, of := n.peerCount(now); k < of {

@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -9,32 +11,36 @@ import (
 
 // Heartbeats. Every node publishes one every hbInterval on
 // ovbus.<cluster>.<order>.hb: its name and incarnation, the number of the
-// last frame it sent (Ovbus-Seq) and, with order "total", the stream leader
-// it sees (Ovbus-Leader) and whether it hears that leader's node
-// (Ovbus-Unreached: the leader's name when not). They tell each node
+// last frame it sent (Ovbus-Seq), the peers it hears (Ovbus-Heard,
+// comma-separated) and, with order "total", the stream leader it sees
+// (Ovbus-Leader). They tell each node
 //
 //   - which peers it hears: "K of N peers" in /health (N: the routes
 //     configured, or the most peers ever heard at once);
 //   - with order "sender", that a peer sent frames it did not get (a cut,
 //     a pending limit): it asks for them (replay.go);
-//   - with order "total", that a peer cannot reach the stream's leader (a
+//   - with order "total", that a peer cannot hear the stream's leader (a
 //     partial link: the route between the two is cut while both reach the
-//     others): a node that hears every peer then asks for the leadership,
-//     so that every node reaches the leader again (node.go, probe).
+//     others; a frame reaches a node only over a direct route from the
+//     server that has it): a node that hears every peer and the leader then
+//     asks for the leadership, so that every node reaches the leader again;
+//     and a node with cluster.lead does not take the leadership while a
+//     peer that the others hear does not hear it, or it does not hear that
+//     peer (link.go).
 const (
 	hbInterval  = 250 * time.Millisecond
 	peerTimeout = 4 * hbInterval // a peer not heard this long is not counted
 
-	hdrState     = "Ovbus-State"
-	hdrLeader    = "Ovbus-Leader"
-	hdrUnreached = "Ovbus-Unreached"
+	hdrState  = "Ovbus-State"
+	hdrLeader = "Ovbus-Leader"
+	hdrHeard  = "Ovbus-Heard"
 )
 
 // peer is what the heartbeats say of another node.
 type peer struct {
-	heard     time.Time
-	leader    string // the stream leader it sees
-	unreached string // the leader it cannot hear
+	heard  time.Time
+	leader string   // the stream leader it sees
+	hears  []string // the peers it hears
 }
 
 // heartbeats publishes this node's heartbeat, moves the inbox's gaps on and
@@ -68,9 +74,9 @@ func (n *Node) sendHeartbeat() {
 	}
 	if l := n.leaderName(); l != "" {
 		h[hdrLeader] = []string{l}
-		if u := n.unreached(time.Now()); u != "" {
-			h[hdrUnreached] = []string{u}
-		}
+	}
+	if u := n.hearing(time.Now()); len(u) > 0 {
+		h[hdrHeard] = []string{strings.Join(u, ",")}
 	}
 	n.nc.PublishMsg(&nats.Msg{Subject: n.subj.hb, Header: h})
 }
@@ -92,7 +98,10 @@ func (n *Node) heard(msg *nats.Msg) {
 		p = &peer{}
 		n.in.peers[name] = p
 	}
-	p.heard, p.leader, p.unreached = now, h.Get(hdrLeader), h.Get(hdrUnreached)
+	p.heard, p.leader, p.hears = now, h.Get(hdrLeader), nil
+	if v := h.Get(hdrHeard); v != "" {
+		p.hears = strings.Split(v, ",")
+	}
 	k := 0
 	for _, q := range n.in.peers {
 		if now.Sub(q.heard) < peerTimeout {
@@ -155,20 +164,18 @@ func (n *Node) peerCount(now time.Time) (k, of int) {
 	return k, max(len(n.o.Routes), n.in.maxPeer)
 }
 
-// unreached returns the stream leader's name when this node is not it and
-// does not hear it (order total, embedded servers: a frame reaches a node
-// only over a direct route from the server that has it).
-func (n *Node) unreached(now time.Time) string {
-	l := n.leaderName()
-	if l == "" || l == n.o.NodeName || n.emb == nil {
-		return ""
-	}
+// hearing returns the peers this node hears.
+func (n *Node) hearing(now time.Time) []string {
 	n.in.mu.Lock()
 	defer n.in.mu.Unlock()
-	if p := n.in.peers[l]; p != nil && now.Sub(p.heard) < peerTimeout {
-		return ""
+	var out []string
+	for name, p := range n.in.peers {
+		if now.Sub(p.heard) < peerTimeout {
+			out = append(out, name)
+		}
 	}
-	return l
+	slices.Sort(out)
+	return out
 }
 
 // leaderName is the stream leader this node saw last ("" when unknown),
@@ -188,13 +195,35 @@ func (n *Node) leaderName() string {
 	return ""
 }
 
-// peerUnreached reports whether a peer heard lately cannot reach leader.
-func (n *Node) peerUnreached(leader string, now time.Time) bool {
+// notHearing reports whether a peer this node hears does not hear name.
+func (n *Node) notHearing(name string, now time.Time) bool {
+	n.in.mu.Lock()
+	defer n.in.mu.Unlock()
+	for pn, p := range n.in.peers {
+		if pn != name && now.Sub(p.heard) < peerTimeout && !slices.Contains(p.hears, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// cutOff reports whether this node is cut off from part of the cluster: a
+// peer it hears does not hear it, or a peer it does not hear is heard by
+// another (so it is alive, and cut off from this node only).
+func (n *Node) cutOff(now time.Time) bool {
+	if n.notHearing(n.o.NodeName, now) {
+		return true
+	}
 	n.in.mu.Lock()
 	defer n.in.mu.Unlock()
 	for _, p := range n.in.peers {
-		if p.unreached == leader && now.Sub(p.heard) < peerTimeout {
-			return true
+		if now.Sub(p.heard) >= peerTimeout {
+			continue
+		}
+		for _, x := range p.hears {
+			if q := n.in.peers[x]; x != n.o.NodeName && (q == nil || now.Sub(q.heard) >= peerTimeout) {
+				return true
+			}
 		}
 	}
 	return false
