@@ -142,14 +142,13 @@ func BenchMsg(subject, node string, order Order, first uint64, frames [][]byte) 
 	return n.newOutMsg(first, out).msg(subject)
 }
 
-// BenchCount returns how many frames a message of a node carries (0 when
-// it is not one).
-func BenchCount(m *nats.Msg) int {
-	im, err := parseMsg(m.Header, m.Data)
-	if err != nil {
-		return 0
+// BenchEach calls fn for each frame of a message of a node, as a node
+// takes them apart (0 frames when it is not one), for the floor benchmark,
+// whose receivers must handle every frame as a bus's clients do.
+func BenchEach(m *nats.Msg, fn func(p []byte)) {
+	if im, err := parseMsg(m.Header, m.Data); err == nil {
+		im.each(0, func(_ ws.Opcode, p []byte) { fn(p) })
 	}
-	return im.count
 }
 
 // inMsg is a message of some node's frames as received.

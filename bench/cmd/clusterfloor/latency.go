@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
@@ -26,7 +25,8 @@ type latencyConfig struct {
 const (
 	burstFrames = 200
 	burstSubs   = 5
-	burstPause  = time.Second // between bursts, as `ovbus bench --pause 1s`
+	chanRoom    = 4 * burstFrames // a receiver's frames not yet looked at
+	burstPause  = time.Second     // between bursts, as `ovbus bench --pause 1s`
 )
 
 // target is one path measured: the floor or ovbus.
@@ -256,20 +256,15 @@ func (f *floorTarget) receivers(n int) ([]chan arrival, func(), error) {
 			return nil, nil, err
 		}
 		conns = append(conns, nc)
-		ch := make(chan arrival, 4*burstFrames)
+		ch := make(chan arrival, chanRoom)
 		chans = append(chans, ch)
 		_, err = nc.Subscribe(subjOrdered, func(m *nats.Msg) {
-			at := time.Now()
-			// The number of the message's last frame: its first is in
-			// the frame, the count in the header.
-			k := cluster.BenchCount(m)
-			first, ok := frameNumber(m.Data)
-			if k > 1 {
-				first, ok = batchFirst(m.Data)
-			}
-			if ok {
-				ch <- arrival{first + k - 1, at}
-			}
+			// Each frame, as a bus's client gets and reads it.
+			cluster.BenchEach(m, func(p []byte) {
+				if k, ok := frameNumber(p); ok {
+					ch <- arrival{k, time.Now()}
+				}
+			})
 		})
 		if err != nil {
 			closeAll()
@@ -278,16 +273,6 @@ func (f *floorTarget) receivers(n int) ([]chan arrival, func(), error) {
 		nc.Flush()
 	}
 	return chans, closeAll, warmUp(f, chans)
-}
-
-// batchFirst reads the number of the first frame of a batch's data: its
-// length (a uvarint) and its opcode come before it.
-func batchFirst(data []byte) (int, bool) {
-	l, k := binary.Uvarint(data)
-	if k <= 0 || uint64(len(data)-k) < l+1 {
-		return 0, false
-	}
-	return frameNumber(data[k+1 : k+1+int(l)])
 }
 
 func (f *floorTarget) send(first, count int) (time.Time, error) {
@@ -383,7 +368,7 @@ func (o *ovbusTarget) receivers(n int) ([]chan arrival, func(), error) {
 			return nil, nil, err
 		}
 		conns = append(conns, c)
-		ch := make(chan arrival, 4*burstFrames)
+		ch := make(chan arrival, chanRoom)
 		chans = append(chans, ch)
 		go func() {
 			for {
