@@ -65,10 +65,10 @@ func startEmbedded(o *Options) (*embedded, error) {
 	payload := int32(o.MaxMsgSize + headerRoom)
 	sopts := &server.Options{
 		ServerName: o.NodeName,
-		// nats-server starts routing only once its client port listens
-		// (DontListen would leave it without routes), so it gets one on
-		// loopback, on a free port, closed by a random token; the node
-		// itself connects in-process.
+		// The node connects to a client port on loopback, on a free
+		// port, closed by a random token (node.go says why not
+		// in-process; nats-server also starts routing only once its
+		// client port listens).
 		Host:          "127.0.0.1",
 		Port:          server.RANDOM_PORT,
 		Authorization: token,

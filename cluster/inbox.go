@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -67,15 +68,18 @@ const (
 type inbox struct {
 	mu      sync.Mutex
 	origins map[string]*origin
-	peers   map[string]*peer // the other nodes, by the heartbeats heard (peers.go)
-	maxPeer int              // the most peers heard at once
 
 	// order "total": the stream's sequence this node has delivered up to
-	started bool
-	lastSeq uint64
-	created time.Time // the stream's creation: another one is a new stream
+	started   bool
+	lastSeq   uint64
+	created   time.Time    // the stream's creation: another one is a new stream
+	held      []heldStream // behind a gap the stream could not fill yet
+	heldBytes int64
+	heldSince time.Time
 
-	relaxedAt time.Time // the last frame delivered outside the stream's order
+	// when the last frame was delivered outside the stream's order (Unix
+	// ns; read without mu by /health)
+	relaxedAt atomic.Int64
 }
 
 // origin is what this node knows of another node's (or its own) frames.
@@ -211,7 +215,7 @@ func (n *Node) deliverLocked(o *origin, m *inMsg, src source, late bool) {
 	}
 	if n.o.Order == OrderTotal && (src != fromStream || late) {
 		n.m.relaxedFrames.Add(float64(k))
-		n.in.relaxedAt = time.Now()
+		n.in.relaxedAt.Store(time.Now().UnixNano())
 	}
 	b := n.bus.Load()
 	origin := m.origin
@@ -259,7 +263,27 @@ func (n *Node) askLocked(o *origin) {
 	if !since.IsZero() {
 		req.Header[hdrSince] = []string{strconv.FormatInt(since.UnixNano(), 10)}
 	}
-	n.nc.PublishMsg(req) // unanswered, it is asked again (tick)
+	select {
+	case n.asks <- req:
+	default: // asked again at the next tick
+	}
+}
+
+// askQueue bounds the replay requests waiting for askLoop.
+const askQueue = 256
+
+// askLoop publishes the replay requests askLocked makes: never under the
+// inbox's lock, since a publish may wait for the connection.
+func (n *Node) askLoop() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case req := <-n.asks:
+			n.nc.PublishMsg(req) // unanswered, it is asked again (tickInbox)
+		}
+	}
 }
 
 // replayEnd takes the end of a replay: the origin sent what it had of the
@@ -287,9 +311,12 @@ func (n *Node) replayEnd(name string, inc, first uint64, evicted bool) {
 }
 
 // tickInbox asks again for what has not come, and gives up a gap that
-// waited gapWait. The heartbeat loop calls it.
+// waited gapWait. The heartbeat loop calls it; when the inbox is busy (a
+// catch-up from the stream), it looks at the next tick.
 func (n *Node) tickInbox(now time.Time) {
-	n.in.mu.Lock()
+	if !n.in.mu.TryLock() {
+		return
+	}
 	defer n.in.mu.Unlock()
 	for _, o := range n.in.origins {
 		if !o.gap() {
@@ -330,7 +357,6 @@ func (n *Node) giveUpLocked(o *origin) {
 // relaxed reports whether a frame went into the log outside the stream's
 // order lately.
 func (n *Node) relaxedIn(now time.Time) bool {
-	n.in.mu.Lock()
-	defer n.in.mu.Unlock()
-	return !n.in.relaxedAt.IsZero() && now.Sub(n.in.relaxedAt) < relaxLinger
+	at := n.in.relaxedAt.Load()
+	return at != 0 && now.Sub(time.Unix(0, at)) < relaxLinger
 }

@@ -17,8 +17,7 @@ import (
 )
 
 // inboxRig is a node with only what its inbox needs: a bus whose log a
-// follower reads, and a NATS connection on which the replay requests it
-// makes are recorded.
+// follower reads; the replay requests it makes are read from its queue.
 type inboxRig struct {
 	t    *testing.T
 	n    *Node
@@ -43,15 +42,10 @@ func newInboxRig(t *testing.T, order Order) *inboxRig {
 	t.Cleanup(func() { b.Shutdown(context.Background()) })
 	o := Options{Name: "t", NodeName: "me", Order: order, NATSURL: s.ClientURL(), Logger: slog.New(slog.DiscardHandler)}.withDefaults()
 	n := &Node{o: o, log: o.Logger, m: newMetrics().observers(), lossLog: map[string]time.Time{}, nc: nc,
-		subj: newSubjects(o.Name, order), startedAt: time.Now(),
-		in: inbox{origins: map[string]*origin{}, peers: map[string]*peer{}}}
+		subj: newSubjects(o.Name, order), startedAt: time.Now(), asks: make(chan *nats.Msg, 16),
+		in: inbox{origins: map[string]*origin{}}, peer: peers{m: map[string]*peer{}}}
 	n.bus.Store(b)
-	r := &inboxRig{t: t, n: n, f: b.Follow(bus.FollowOptions{Name: "test"}), asks: make(chan *nats.Msg, 16)}
-	if _, err := nc.Subscribe(n.subj.replay+"*", func(m *nats.Msg) { r.asks <- m }); err != nil {
-		t.Fatal(err)
-	}
-	nc.Flush()
-	return r
+	return &inboxRig{t: t, n: n, f: b.Follow(bus.FollowOptions{Name: "test"}), asks: n.asks}
 }
 
 // msg3 is a message of count frames of origin from first on (each frame's

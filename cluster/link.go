@@ -16,7 +16,7 @@ import (
 // The link's state, shown as the "cluster" line of GET /health:
 //
 //	starting, 1 of 2 peers (order total: waiting for the stream)
-//	up, 2 of 2 peers (order total, stream leader)
+//	up, 2 of 2 peers (order total, stream leader, 3 of 3 copies)
 //	relaxed, 2 of 2 peers (order total: <why>; each sender's order kept)
 //	down: no other node heard (order sender, 0 of 2 peers)
 //
@@ -93,8 +93,13 @@ func (n *Node) updateState(now time.Time) {
 		line = "down: " + why + " (" + order + ", " + peers + ")"
 	case "up":
 		line = "up, " + peers + " (" + order
-		if n.o.Order == OrderTotal && n.leaderName() == n.o.NodeName {
-			line += ", stream leader"
+		if n.o.Order == OrderTotal {
+			if n.leaderName() == n.o.NodeName {
+				line += ", stream leader"
+			}
+			if c := n.copies.Load(); c != nil {
+				line += ", " + *c
+			}
 		}
 		line += ")"
 	default:
@@ -232,6 +237,7 @@ func (n *Node) probe() {
 		leader = info.Cluster.Leader
 	}
 	n.leader.Store(&leader)
+	n.copies.Store(copiesCurrent(info))
 	if leader == n.o.NodeName {
 		n.led = true
 	} else if leader != "" && n.led {
@@ -247,6 +253,23 @@ func (n *Node) probe() {
 		n.askLead(ctx, info)
 	}
 	n.moveLead(ctx, info)
+}
+
+// copiesCurrent says how many of the stream's copies are current ("3 of 3
+// copies"), as its leader sees them: a copy that is behind (its node just
+// restarted, or came back) cannot stand in for another yet.
+func copiesCurrent(info *jetstream.StreamInfo) *string {
+	if info.Cluster == nil || info.Cluster.Leader == "" {
+		return nil
+	}
+	k := 1 // the leader's
+	for _, r := range info.Cluster.Replicas {
+		if r != nil && !r.Offline && (r.Current || r.Lag <= leadMaxLag) {
+			k++
+		}
+	}
+	s := strconv.Itoa(k) + " of " + strconv.Itoa(info.Config.Replicas) + " copies"
+	return &s
 }
 
 // streamLost records that the stream did not answer the probe.

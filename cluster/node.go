@@ -50,6 +50,7 @@ type Node struct {
 	detail    atomic.Pointer[string] // the rest of the /health line
 	probeErr  atomic.Pointer[string] // what the last probe found wrong; "" when nothing
 	leader    atomic.Pointer[string] // order total: the stream's leader, by the last probe
+	copies    atomic.Pointer[string] // order total: its copies that are current, by the last probe
 	closing   atomic.Bool
 	startErr  error // a startup check that failed after a late connection
 	// watch goroutine only
@@ -85,7 +86,9 @@ type Node struct {
 
 	in       inbox
 	ring     ring
-	lastSent atomic.Uint64 // the number of the last frame sent (heartbeats)
+	lastSent atomic.Uint64  // the number of the last frame sent (heartbeats)
+	asks     chan *nats.Msg // replay requests, published by askLoop
+	peer     peers          // who hears whom (peers.go)
 
 	mu       sync.Mutex
 	sub      *nats.Subscription // order total: the stream's republished messages
@@ -142,7 +145,9 @@ func New(opts Options) (*Node, error) {
 		startedAt: now,
 		lossLog:   make(map[string]time.Time),
 		closedC:   make(chan struct{}),
-		in:        inbox{origins: make(map[string]*origin), peers: make(map[string]*peer)},
+		in:        inbox{origins: make(map[string]*origin)},
+		peer:      peers{m: make(map[string]*peer)},
+		asks:      make(chan *nats.Msg, askQueue),
 		ring:      ring{maxBytes: o.StreamMaxBytes, maxAge: o.StreamMaxAge},
 	}
 	n.incStr = strconv.FormatUint(n.inc, 10)
@@ -181,8 +186,15 @@ func New(opts Options) (*Node, error) {
 			return nil, err
 		}
 		n.emb = emb
-		url = "nats://in-process"
-		copts = append(copts, nats.InProcessServer(emb.srv), nats.Token(emb.token))
+		// Over the embedded server's loopback client port, not in-process:
+		// nats.go flushes a full buffer while it holds its connection's
+		// lock, and nats-server's read loop may flush to the same client;
+		// over net.Pipe, which buffers nothing, each waits for the other
+		// (and nats.go's reader for the lock, to answer a PING) until the
+		// server's write deadline. The kernel's socket buffers break the
+		// cycle.
+		url = emb.srv.ClientURL()
+		copts = append(copts, nats.Token(emb.token))
 	}
 	nc, err := nats.Connect(url, copts...)
 	if err != nil {
@@ -302,9 +314,10 @@ func (n *Node) Start(b *bus.Server) error {
 	} else {
 		go n.publishLoop()
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.watch()
 	go n.heartbeats()
+	go n.askLoop()
 	return nil
 }
 

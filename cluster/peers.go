@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -35,6 +36,15 @@ const (
 	hdrLeader = "Ovbus-Leader"
 	hdrHeard  = "Ovbus-Heard"
 )
+
+// peers is what the heartbeats say, under a lock of its own: a catch-up
+// from the stream holds the inbox's for a while, and the heartbeats must
+// go on meanwhile.
+type peers struct {
+	mu  sync.Mutex
+	m   map[string]*peer
+	max int // the most peers heard at once
+}
 
 // peer is what the heartbeats say of another node.
 type peer struct {
@@ -91,26 +101,28 @@ func (n *Node) heard(msg *nats.Msg) {
 		return
 	}
 	now := time.Now()
-	n.in.mu.Lock()
-	defer n.in.mu.Unlock()
-	p := n.in.peers[name]
+	n.peer.mu.Lock()
+	p := n.peer.m[name]
 	if p == nil {
 		p = &peer{}
-		n.in.peers[name] = p
+		n.peer.m[name] = p
 	}
 	p.heard, p.leader, p.hears = now, h.Get(hdrLeader), nil
 	if v := h.Get(hdrHeard); v != "" {
 		p.hears = strings.Split(v, ",")
 	}
 	k := 0
-	for _, q := range n.in.peers {
+	for _, q := range n.peer.m {
 		if now.Sub(q.heard) < peerTimeout {
 			k++
 		}
 	}
-	n.in.maxPeer = max(n.in.maxPeer, k)
+	n.peer.max = max(n.peer.max, k)
+	n.peer.mu.Unlock()
 	if n.o.Order == OrderSender {
+		n.in.mu.Lock()
 		n.announcedLocked(name, inc, last, now)
+		n.in.mu.Unlock()
 	}
 }
 
@@ -154,22 +166,22 @@ func (n *Node) announcedLocked(name string, inc, last uint64, now time.Time) {
 // peerCount returns how many peers were heard lately (k) and how many
 // there are (of): the routes configured, or the most ever heard at once.
 func (n *Node) peerCount(now time.Time) (k, of int) {
-	n.in.mu.Lock()
-	defer n.in.mu.Unlock()
-	for _, p := range n.in.peers {
+	n.peer.mu.Lock()
+	defer n.peer.mu.Unlock()
+	for _, p := range n.peer.m {
 		if now.Sub(p.heard) < peerTimeout {
 			k++
 		}
 	}
-	return k, max(len(n.o.Routes), n.in.maxPeer)
+	return k, max(len(n.o.Routes), n.peer.max)
 }
 
 // hearing returns the peers this node hears.
 func (n *Node) hearing(now time.Time) []string {
-	n.in.mu.Lock()
-	defer n.in.mu.Unlock()
+	n.peer.mu.Lock()
+	defer n.peer.mu.Unlock()
 	var out []string
-	for name, p := range n.in.peers {
+	for name, p := range n.peer.m {
 		if now.Sub(p.heard) < peerTimeout {
 			out = append(out, name)
 		}
@@ -184,10 +196,10 @@ func (n *Node) leaderName() string {
 	if l := n.leader.Load(); l != nil && *l != "" {
 		return *l
 	}
-	n.in.mu.Lock()
-	defer n.in.mu.Unlock()
+	n.peer.mu.Lock()
+	defer n.peer.mu.Unlock()
 	now := time.Now()
-	for _, p := range n.in.peers {
+	for _, p := range n.peer.m {
 		if p.leader != "" && now.Sub(p.heard) < peerTimeout {
 			return p.leader
 		}
@@ -197,9 +209,9 @@ func (n *Node) leaderName() string {
 
 // notHearing reports whether a peer this node hears does not hear name.
 func (n *Node) notHearing(name string, now time.Time) bool {
-	n.in.mu.Lock()
-	defer n.in.mu.Unlock()
-	for pn, p := range n.in.peers {
+	n.peer.mu.Lock()
+	defer n.peer.mu.Unlock()
+	for pn, p := range n.peer.m {
 		if pn != name && now.Sub(p.heard) < peerTimeout && !slices.Contains(p.hears, name) {
 			return true
 		}
@@ -214,14 +226,14 @@ func (n *Node) cutOff(now time.Time) bool {
 	if n.notHearing(n.o.NodeName, now) {
 		return true
 	}
-	n.in.mu.Lock()
-	defer n.in.mu.Unlock()
-	for _, p := range n.in.peers {
+	n.peer.mu.Lock()
+	defer n.peer.mu.Unlock()
+	for _, p := range n.peer.m {
 		if now.Sub(p.heard) >= peerTimeout {
 			continue
 		}
 		for _, x := range p.hears {
-			if q := n.in.peers[x]; x != n.o.NodeName && (q == nil || now.Sub(q.heard) >= peerTimeout) {
+			if q := n.peer.m[x]; x != n.o.NodeName && (q == nil || now.Sub(q.heard) >= peerTimeout) {
 				return true
 			}
 		}
@@ -232,8 +244,8 @@ func (n *Node) cutOff(now time.Time) bool {
 // hears reports whether this node heard the named peer within two
 // heartbeats.
 func (n *Node) hears(name string, now time.Time) bool {
-	n.in.mu.Lock()
-	defer n.in.mu.Unlock()
-	p := n.in.peers[name]
+	n.peer.mu.Lock()
+	defer n.peer.mu.Unlock()
+	p := n.peer.m[name]
 	return p != nil && now.Sub(p.heard) <= 2*hbInterval
 }

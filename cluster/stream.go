@@ -32,12 +32,12 @@ import (
 // node's clients get what the others sent while it started, not what was
 // sent before.
 
-// catchUpTimeout bounds one catch-up from the stream; fetchWindow is how
-// many of its messages are asked for at once.
-// goneWait is how long a message the stream says it does not hold is asked
-// for again before it counts as lost (see fetchLocked).
+// catchUpTimeout bounds one attempt at catching up from the stream (the
+// inbox waits meanwhile); fetchWindow is how many of its messages are asked
+// for at once; goneWait is how long a message the stream says it does not
+// hold is asked for again before it counts as lost (see fetchLocked).
 const (
-	catchUpTimeout = 10 * time.Second
+	catchUpTimeout = 3 * time.Second
 	fetchWindow    = 32
 	goneWait       = 2 * time.Second
 )
@@ -118,7 +118,9 @@ func (n *Node) ensureStream(ctx context.Context) (*jetstream.StreamInfo, error) 
 }
 
 // consume runs for each message the stream republishes, in the stream's
-// order, on one goroutine.
+// order, on one goroutine. A message behind a gap the stream cannot fill
+// now (it has no leader at the moment) waits, with those after it, until
+// it can (heldStream).
 func (n *Node) consume(m *nats.Msg) {
 	seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 	if err != nil {
@@ -130,10 +132,54 @@ func (n *Node) consume(m *nats.Msg) {
 	if !n.in.started {
 		return // before the start point (ensureStream sets it holding mu)
 	}
-	if seq > n.in.lastSeq+1 {
-		n.catchUpLocked(seq - 1)
+	if len(n.in.held) > 0 || (seq > n.in.lastSeq+1 && !n.catchUpLocked(seq-1, false)) {
+		n.holdStreamLocked(seq, m.Header, m.Data)
+		return
 	}
 	n.applyLocked(seq, m.Header, m.Data, false)
+}
+
+// heldStream is a message of the stream waiting for the gap before it.
+type heldStream struct {
+	seq  uint64
+	hdr  nats.Header
+	data []byte
+}
+
+// holdStreamLocked keeps a message behind a gap the stream could not fill.
+// Beyond the pending limits, the gap is given up.
+func (n *Node) holdStreamLocked(seq uint64, h nats.Header, data []byte) {
+	in := &n.in
+	if seq <= in.lastSeq || (len(in.held) > 0 && seq <= in.held[len(in.held)-1].seq) {
+		return
+	}
+	if len(in.held) == 0 {
+		in.heldSince = time.Now()
+	}
+	in.held = append(in.held, heldStream{seq, h, data})
+	in.heldBytes += int64(len(data))
+	if len(in.held) > n.o.MaxPendingMessages || in.heldBytes > n.o.MaxPendingBytes {
+		n.resumeLocked(true)
+	}
+}
+
+// resumeLocked fills the gap before the held messages and delivers them;
+// final (or a gap that waited the stream's retention) counts what the
+// stream cannot give as lost.
+func (n *Node) resumeLocked(final bool) {
+	in := &n.in
+	final = final || time.Since(in.heldSince) > n.o.StreamMaxAge
+	for len(in.held) > 0 {
+		h := in.held[0]
+		if h.seq > in.lastSeq+1 && !n.catchUpLocked(h.seq-1, final) {
+			return
+		}
+		in.held[0] = heldStream{}
+		in.held = in.held[1:]
+		in.heldBytes -= int64(len(h.data))
+		n.applyLocked(h.seq, h.hdr, h.data, false)
+	}
+	in.held, in.heldBytes = nil, 0
 }
 
 // applyLocked delivers the stream's message seq, unless this node has it.
@@ -158,20 +204,27 @@ func (n *Node) applyLocked(seq uint64, h nats.Header, data []byte, fetched bool)
 }
 
 // catchUpLocked fetches the stream's messages after the last one this node
-// delivered, up to to, and delivers them in order. What it cannot get is
-// counted as lost.
-func (n *Node) catchUpLocked(to uint64) {
+// delivered, up to to, and delivers them in order. It reports whether it
+// got there: a stream that cannot answer now (no leader) leaves the rest for
+// later, unless final, when what is missing is counted as lost; what the
+// stream no longer holds is counted as lost at once.
+func (n *Node) catchUpLocked(to uint64, final bool) bool {
 	from := n.in.lastSeq + 1
 	err := n.fetchLocked(from, to)
-	if n.in.lastSeq < to {
-		k := to - n.in.lastSeq
-		n.in.lastSeq = to
-		n.lost("in", "behind", int(k))
-		if err != nil {
-			n.log.Warn("Cluster: cannot fetch what this node missed from the stream", "stream", n.stream,
-				"from", from, "to", to, "error", shortErr(err))
-		}
+	if n.in.lastSeq >= to {
+		return true
 	}
+	if err != nil && !final {
+		return false
+	}
+	k := to - n.in.lastSeq
+	n.in.lastSeq = to
+	n.lost("in", "behind", int(k))
+	if err != nil {
+		n.log.Warn("Cluster: cannot fetch what this node missed from the stream", "stream", n.stream,
+			"from", from, "to", to, "error", shortErr(err))
+	}
+	return true
 }
 
 // fetchLocked delivers the stream's messages from to to, in order. Each is
@@ -179,11 +232,12 @@ func (n *Node) catchUpLocked(to uint64) {
 // at a time): an ephemeral consumer would be placed on any copy of the
 // stream, and a copy that lags (this node's own, after a cut) holds only
 // what it caught up on. A request the stream cannot answer at the moment
-// (its leader changing) is made again, for up to catchUpTimeout. So is a
-// message "not found" for goneWait: right after a cut heals, the node that
-// led the stream on the cut-off side answers for it until it learns of the
-// new leader, from its stale copy. Messages the stream no longer holds
-// (older than its retention) are counted by applyLocked, from the jump.
+// (its leader changing) is made again, for up to catchUpTimeout; then it
+// returns the error (the caller tries again later). So is a message "not
+// found" for goneWait: right after a cut heals, the node that led the stream
+// on the cut-off side answers for it until it learns of the new leader, from
+// its stale copy. Messages the stream no longer holds (older than its
+// retention) are counted by applyLocked, from the jump.
 func (n *Node) fetchLocked(from, to uint64) error {
 	ctx, cancel := context.WithTimeout(n.ctx, catchUpTimeout)
 	defer cancel()
@@ -256,9 +310,10 @@ func (n *Node) firstSince(ctx context.Context, info *jetstream.StreamInfo, t tim
 	return lo, nil
 }
 
-// catchUpIdle is the probe's check: the stream's last message is ahead of
-// this node's, and was at the previous probe too (so it is not merely on its
-// way): fetch. A stream made anew (its every copy lost) starts from 1.
+// catchUpIdle is the probe's check: messages held behind a gap are tried
+// again; the stream's last message ahead of this node's, and at the
+// previous probe too (so it is not merely on its way), is fetched. A stream
+// made anew (its every copy lost) starts from 1.
 func (n *Node) catchUpIdle(info *jetstream.StreamInfo) {
 	n.in.mu.Lock()
 	defer n.in.mu.Unlock()
@@ -268,11 +323,14 @@ func (n *Node) catchUpIdle(info *jetstream.StreamInfo) {
 	case !info.Created.Equal(n.in.created):
 		n.log.Warn("Cluster: the stream was made anew; taking it from its start", "stream", n.stream, "was_at", n.in.lastSeq)
 		n.in.created, n.in.lastSeq = info.Created, 0
+		n.in.held, n.in.heldBytes = nil, 0
 		if last > 0 {
-			n.catchUpLocked(last)
+			n.catchUpLocked(last, true)
 		}
+	case len(n.in.held) > 0:
+		n.resumeLocked(false)
 	case last > n.in.lastSeq && n.seenLast > n.in.lastSeq:
-		n.catchUpLocked(min(last, n.seenLast))
+		n.catchUpLocked(min(last, n.seenLast), false)
 	}
 	n.seenLast = last
 }

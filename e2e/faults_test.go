@@ -256,20 +256,25 @@ func (fc *faultCluster) dumpIfFailed() {
 }
 
 // settle waits until every node is up with both peers (order total: not
-// relaxed) and, with lead, node 2 leads the stream again (order total).
+// relaxed) and, with whole (order total), node 2 leads the stream again and
+// every copy of the stream is current.
 //
-// After the cut node 2 does not lead again soon: nats-server's copy of the
-// stream on a node that led it while cut off takes the new leader's next
-// snapshot to catch up (about a minute and a half under this traffic, its
+// After the cut node 2 does not lead again soon, nor is its copy current:
+// nats-server's copy of the stream on a node that led it while cut off takes
+// the new leader's next snapshot to catch up (about a minute and a half under this traffic, its
 // raft says "Expected first catchup entry to be a snapshot"), and a copy
 // that is behind cannot lead. Frames are not held up by it (the node gets
 // the stream from the leader), so the cut is the last fault and the check
-// after it does not wait for the leadership.
-func (fc *faultCluster) settle(lead bool) {
+// after it does not wait for that.
+func (fc *faultCluster) settle(whole bool) {
 	fc.t.Helper()
 	waitHealth(fc.t, "cluster: up, 2 of 2 peers", faultSettle, fc.nodes...)
-	if fc.order == "total" && lead {
+	if fc.order == "total" && whole {
 		waitHealth(fc.t, "stream leader", faultSettle, fc.nodes[2])
+		// Every copy of the stream current again, so that the next fault is
+		// the only one: a copy that is still catching up (its node just
+		// restarted) cannot stand in for the leader.
+		waitHealth(fc.t, "3 of 3 copies", faultSettle, fc.nodes...)
 		waitHealth(fc.t, "cluster: up, 2 of 2 peers", faultSettle, fc.nodes...)
 	}
 }
