@@ -27,14 +27,13 @@
 // Options.Listen and Routes it runs nats-server inside the process
 // (server.NewServer): the nodes route to each other and form a NATS
 // cluster, with JetStream for order "total", and nothing else to install.
-// The node talks to its embedded server in-process; the embedded server also
-// has a client port on 127.0.0.1 with a random port and a random token
-// (nats-server starts routing only once a client port listens). Without
-// Options.RouteToken the route port takes any node that reaches it: keep it
-// on a trusted network, or give every node the same RouteToken (the
-// embedded server's cluster authorization: a node without it is refused,
-// and the refusals are logged as "authentication error", once a minute).
-// The routes carry
+// The node talks to its embedded server over a client port on 127.0.0.1,
+// with a random port and a random token (not in-process: node.go says
+// why). Without Options.RouteToken the route port takes any node that
+// reaches it: keep it on a trusted network, or give every node the same
+// RouteToken (the embedded server's cluster authorization: a node without
+// it is refused, and the refusals are logged as "authentication error",
+// once a minute). The routes carry
 // no compression (s2 costs CPU per message and, on a LAN, saves nothing).
 //
 // A frame crosses NATS as the data of a NATS message, unchanged; frames
