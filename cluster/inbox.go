@@ -132,7 +132,10 @@ func (n *Node) acceptLocked(m *inMsg, src source) {
 	if o == nil {
 		o = &origin{name: m.origin, inc: m.inc}
 		n.in.origins[m.origin] = o
-		if src == fromStream || m.origin == n.o.NodeName || m.first == 1 {
+		switch {
+		case m.origin == n.o.NodeName && m.inc == n.inc:
+			o.next = 1 // this process's own frames: every one of them
+		case src == fromStream || m.first == 1:
 			// The stream's order is the order: this node takes it from
 			// its start point (stream.go) on. Otherwise, unless this is
 			// the origin's first frame, the frames it sent before are

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -43,20 +44,32 @@ const (
 )
 
 // ensureStream creates the stream (every node asks for the same; the first
-// one creates it, the others find it), subscribes to its republished
-// messages and sets this node's start point, once. It returns the stream's
-// info.
+// one creates it, the others find it) and subscribes to its republished
+// messages, once, then sets this node's start point (until that succeeds).
+// It returns the stream's info.
 func (n *Node) ensureStream(ctx context.Context) (*jetstream.StreamInfo, error) {
 	n.mu.Lock()
 	have := n.sub != nil
 	n.mu.Unlock()
-	if have {
-		s, err := n.js.Stream(ctx, n.stream) // one stream info request, answered by its leader
-		if err != nil {
+	if !have {
+		if err := n.makeStream(ctx); err != nil {
 			return nil, err
 		}
-		return s.CachedInfo(), nil
 	}
+	s, err := n.js.Stream(ctx, n.stream) // one stream info request, answered by its leader
+	if err != nil {
+		return nil, err
+	}
+	info := s.CachedInfo()
+	if err := n.startPoint(info); err != nil {
+		return nil, fmt.Errorf("the frames stored since this node started: %w", err)
+	}
+	return info, nil
+}
+
+// makeStream creates or finds the stream and subscribes to its republished
+// messages.
+func (n *Node) makeStream(ctx context.Context) error {
 	cfg := jetstream.StreamConfig{
 		Name:        n.stream,
 		Description: "ovbus cluster " + n.o.Name + ": the order every node's clients see",
@@ -86,35 +99,51 @@ func (n *Node) ensureStream(ctx context.Context) (*jetstream.StreamInfo, error) 
 		}
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
+	n.in.mu.Lock()
+	n.streamH = s
+	n.in.mu.Unlock()
 	sub, err := n.nc.Subscribe(n.subj.ordered, n.consume)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := sub.SetPendingLimits(n.o.MaxPendingMessages, int(n.o.MaxPendingBytes)); err != nil {
 		sub.Unsubscribe()
-		return nil, err
+		return err
 	}
 	n.mu.Lock()
 	n.sub = sub
 	n.mu.Unlock()
-	info := s.CachedInfo()
+	return nil
+}
+
+// startPoint delivers, once, what the stream stored since this node started
+// (before it subscribed, or while it waited for the stream), and from then
+// on consume takes the stream's messages as they come. Until it succeeds,
+// the probe tries again, and consume drops what it reads: the next attempt
+// fetches that too.
+func (n *Node) startPoint(info *jetstream.StreamInfo) error {
 	n.in.mu.Lock()
 	defer n.in.mu.Unlock()
-	n.streamH = s
-	// Frames stored since this node started, before it subscribed.
-	if first, err := n.firstSince(ctx, info, n.startedAt); err != nil {
-		n.log.Warn("Cluster: cannot fetch the frames stored since this node started", "stream", n.stream, "error", shortErr(err))
-	} else if first > 0 {
-		n.in.lastSeq = first - 1
-		if err := n.fetchLocked(first, info.State.LastSeq); err != nil {
-			n.log.Warn("Cluster: cannot fetch the frames stored since this node started", "stream", n.stream, "error", shortErr(err))
+	if n.in.started {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, catchUpTimeout)
+	defer cancel()
+	first, err := n.firstSince(ctx, info, n.startedAt)
+	if err != nil {
+		return err
+	}
+	if first > 0 {
+		n.in.lastSeq = max(n.in.lastSeq, first-1)
+		if err := n.fetchLocked(n.in.lastSeq+1, info.State.LastSeq); err != nil {
+			return err
 		}
 	}
 	n.in.lastSeq = max(n.in.lastSeq, info.State.LastSeq)
 	n.in.started, n.in.created = true, info.Created
-	return info, nil
+	return nil
 }
 
 // consume runs for each message the stream republishes, in the stream's
