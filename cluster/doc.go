@@ -106,11 +106,13 @@
 // connection lost, or over its pending limits — sees the jump in the
 // stream's sequence (or, when idle, the stream's last sequence ahead of its
 // own at two probes in a row) and fetches what it missed from the stream's
-// leader by sequence, in order, before it goes on. What the stream no longer
+// leader by sequence, in order, before it goes on; while the stream cannot
+// answer (it has no leader at the moment), the messages behind the gap wait
+// and the node tries again at its next probes. What the stream no longer
 // holds is counted once as lost ("behind") and logged. A node that starts
-// (or restarts) delivers what the stream stored since its process started:
-// its clients get what the others sent while it came up, not what was sent
-// before.
+// (or restarts) delivers what the stream stored since its process started
+// (trying again until it got it): its clients get what the others sent
+// while it came up, not what was sent before.
 //
 // When the route between two nodes is cut while both reach the others (a
 // partial link), a frame cannot reach a node that has no route to the

@@ -23,11 +23,13 @@ import (
 // cut, a freeze, a restart of its NATS connection, a leader change that
 // lost a republished message, or a pending limit, the next message's
 // sequence jumps. The node then fetches the missing messages from the
-// stream by sequence (an ephemeral consumer) and delivers them, in order,
-// before the message that showed the jump. What the stream no longer holds
-// (beyond StreamMaxAge or StreamMaxBytes) is counted as lost ("behind", in
-// messages of the stream) and logged. A node that is idle after a cut
-// notices by its probe: the stream's last sequence stays ahead of its own.
+// stream by sequence (asking its leader) and delivers them, in order,
+// before the message that showed the jump; when the stream cannot answer
+// now, that message and those after it wait and the probe tries again.
+// What the stream no longer holds (beyond StreamMaxAge or StreamMaxBytes) is
+// counted as lost ("behind", in messages of the stream) and logged. A node
+// that is idle after a cut notices by its probe: the stream's last sequence
+// stays ahead of its own.
 //
 // A node starts at the first message stored since it started: a restarted
 // node's clients get what the others sent while it started, not what was
