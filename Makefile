@@ -5,6 +5,9 @@
 # make release: versioned, stripped binaries for Linux amd64, arm64 and armv7
 # in dist/, with SHA256SUMS.
 # make stress: make test STRESS_RUNS times in a row beside two busy loops.
+# make cluster-faults: the cluster's fault suite (e2e TestClusterFaults,
+# TestClusterStartFirst, TestClusterPartialLink) FAULT_RUNS times in a row
+# beside two busy loops.
 GO ?= go
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -16,8 +19,9 @@ RELEASE_TARGETS = linux/amd64 linux/arm64 linux/arm/7
 # Platforms that must compile (not released): make cross.
 CROSS_TARGETS = windows/amd64 darwin/arm64 darwin/amd64 freebsd/amd64
 STRESS_RUNS ?= 10
+FAULT_RUNS ?= 20
 
-.PHONY: test deps vet cross test-only bench micro build release stress
+.PHONY: test deps vet cross test-only bench micro build release stress cluster-faults
 
 test: deps vet cross test-only
 
@@ -67,6 +71,10 @@ release:
 # make test STRESS_RUNS times in a row with two busy loops beside it; stops at the first failure.
 stress:
 	./scripts/stress.sh $(STRESS_RUNS)
+
+# The cluster's fault suite FAULT_RUNS times in a row with two busy loops beside it; stops at the first failure.
+cluster-faults:
+	./scripts/cluster-faults.sh $(FAULT_RUNS)
 
 bench:
 	cd ws && $(GO) test -run '^$$' -bench . -benchmem .

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/cluster.sh — three ovbus nodes against one, in the same run, on 127.0.0.1.
 #
-#   bench/cluster.sh [--repeat N] [--preset LIST] [--out DIR] [--lead]
+#   bench/cluster.sh [--repeat N] [--preset LIST] [--out DIR] [--lead] [--floor N] [--no-bench]
 #
 # Starts one plain `ovbus serve` and two clusters of three `ovbus serve`
 # processes each, with the NATS embedded in ovbus (websocket.cluster.listen and
@@ -17,8 +17,16 @@
 # subscribers round-robin over its three nodes, and the CPU time of all three
 # processes is added up.
 #
+# With --floor N it then runs bench/cmd/clusterfloor N rounds against the
+# "total" cluster: the bare JetStream floor (three embedded nats-servers, an
+# R3 stream, the nodes' messages and batching) and the same measurements
+# through the three nodes, interleaved: lone frames across nodes and 5×200
+# bursts. --floor implies --lead (the floor's stream is led by the sender's
+# server too); --no-bench skips `ovbus bench` (the floor only).
+#
 # Writes DIR/cluster-DATE.md (the command, the commit, the machine, the load
-# average, then the table) and DIR/cluster-DATE.json; DIR defaults to
+# average and stolen CPU, then the tables) and DIR/cluster-DATE.json (and
+# DIR/cluster-DATE-floor.json with --floor); DIR defaults to
 # bench/results. The servers' logs and the bench output go to
 # bench/out/cluster-DATE/ (not kept in git). Every process started is stopped on exit
 # (by its pid); the benchmark is bounded by `timeout` (BENCH_TIMEOUT, 1200 s).
@@ -30,8 +38,12 @@ repeat=3
 preset=5x200,20x1000,50x2000,100x500
 out=$root/bench/results
 lead=false
+floor=0
+bench=true
 while [[ $# -gt 0 ]]; do
 	case $1 in
+	--floor) floor=$2; lead=true; shift 2 ;;
+	--no-bench) bench=false; shift ;;
 	--repeat) repeat=$2; shift 2 ;;
 	--preset) preset=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
@@ -64,7 +76,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 bin=$tmp/ovbus
-(cd "$root" && go build -o "$bin" ./cmd/ovbus)
+(cd "$root" && go build -o "$bin" ./cmd/ovbus && go build -o "$tmp/clusterfloor" ./bench/cmd/clusterfloor)
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 
@@ -120,24 +132,45 @@ log "single node ws://$host:$one_port/core; total $total; sender $sender"
 cmd=("$bin" bench --preset "$preset" --repeat "$repeat" --pause 1s
 	--compare "one=ws://$host:$one_port/core" --compare "total3=$total" --compare "sender3=$sender"
 	--save-json "$out/cluster-$stamp.json" --save-md "$tmp/table.md")
+fcmd=("$tmp/clusterfloor" -ovbus "$total" -repeat "$floor" -json "$out/cluster-$stamp-floor.json")
+# shellcheck source=bench/load.sh
+. "$here/load.sh"
 load=$(cut -d' ' -f1-3 /proc/loadavg)
+stolen=$(steal)
 commit=$(cd "$root" && git rev-parse HEAD)$(cd "$root" && git diff --quiet HEAD -- . || echo " (with uncommitted changes)")
-timeout "$limit" "${cmd[@]}" >"$logs/bench.txt" 2>&1 || log "ovbus bench exited $? (see $logs/bench.txt)"
+if [[ $bench == true ]]; then
+	timeout "$limit" "${cmd[@]}" >"$logs/bench.txt" 2>&1 || log "ovbus bench exited $? (see $logs/bench.txt)"
+fi
+if [[ $floor -gt 0 ]]; then
+	timeout "$limit" "${fcmd[@]}" >"$logs/floor.txt" 2>&1 || log "clusterfloor exited $? (see $logs/floor.txt)"
+fi
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+stolen_after=$(steal)
 {
 	echo "# ovbus: three nodes against one (bench/cluster.sh)"
 	echo
 	echo "- commit: $commit"
 	echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-	echo "- load average before the run: $load"
-	echo "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(uname -sr), $(go version | cut -d' ' -f3)"
-	echo "- command: bench/cluster.sh --repeat $repeat --preset $preset, which ran:"
-	echo "  \`ovbus bench ${cmd[*]:2}\`" | sed "s#$tmp#\$TMP#g; s#$out#bench/results#g"
+	echo "- load average before the run: $load ($stolen); after: $load_after ($stolen_after)"
+	echo "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(uname -sr), $(go version | cut -d' ' -f3);"
+	echo "  every ovbus process (each node) sees all $(nproc) cores (GOMAXPROCS $(nproc)), shared with the others and with the client"
+	echo "- command: bench/cluster.sh --repeat $repeat --preset $preset$([[ $lead == true ]] && echo " --lead")$([[ $floor -gt 0 ]] && echo " --floor $floor")$([[ $bench == false ]] && echo " --no-bench"), which ran:"
+	if [[ $bench == true ]]; then echo "  \`ovbus bench ${cmd[*]:2}\`" | sed "s#$tmp#\$TMP#g; s#$out#bench/results#g"; fi
+	if [[ $floor -gt 0 ]]; then echo "  \`clusterfloor ${fcmd[*]:1}\`" | sed "s#$tmp#\$TMP#g; s#$out#bench/results#g"; fi
 	echo "- one: a plain ovbus serve; total3 and sender3: three ovbus serve processes each, NATS embedded,"
 	echo "  websocket.cluster.order total / sender; the sender on the first node, subscribers round-robin over the three;"
 	echo "  server CPU is the sum over the three processes"
 	if [[ $lead == true ]]; then echo "- total3: its first node has websocket.cluster.lead and led the stream at the start"
 	else echo "- total3: the stream's leader where the cluster put it"; fi
-	echo
-	cat "$tmp/table.md"
+	if [[ $bench == true ]]; then
+		echo
+		cat "$tmp/table.md"
+	fi
+	if [[ $floor -gt 0 ]]; then
+		echo
+		echo "## Across nodes, against the bare JetStream floor (bench/cmd/clusterfloor)"
+		echo
+		cat "$logs/floor.txt"
+	fi
 } >"$out/cluster-$stamp.md"
 log "wrote $out/cluster-$stamp.md and .json"

@@ -270,7 +270,8 @@ const (
 // not anything is logged after it.
 type warnLimiter struct {
 	now    func() time.Time
-	window time.Duration // warnWindow; shorter in tests
+	limit  int           // records of a kind written per window
+	window time.Duration // the length of a window
 	out    slog.Handler
 	mu     sync.Mutex
 	kinds  map[string]*warnKind
@@ -308,12 +309,33 @@ type rateLimited struct {
 	l    *warnLimiter
 }
 
-// newRateLimited wraps h; now nil is time.Now.
+// newRateLimited wraps h with the bus's bounds; now nil is time.Now.
 func newRateLimited(h slog.Handler, now func() time.Time) *rateLimited {
+	return newLimited(h, now, warnLimit, warnWindow)
+}
+
+// newLimited wraps h: limit records of a kind per window.
+func newLimited(h slog.Handler, now func() time.Time, limit int, window time.Duration) *rateLimited {
 	if now == nil {
 		now = time.Now
 	}
-	return &rateLimited{next: h, l: &warnLimiter{now: now, window: warnWindow, out: h, kinds: map[string]*warnKind{}}}
+	return &rateLimited{next: h, l: &warnLimiter{now: now, limit: limit, window: window, out: h, kinds: map[string]*warnKind{}}}
+}
+
+// RateLimitWarnings returns h with its warnings and errors rate-limited as
+// the bus's own are: the first limit records of a kind (the same message)
+// in each window are written, the rest counted, and once the window is
+// over one line says how many were left out. limit 0 means the bus's own
+// bounds (10 per 10 s). flush writes the summaries still pending: call it
+// when the component stops. A component that logs beside the bus (the
+// cluster, and the NATS server it embeds) uses it, so that a fault that
+// repeats costs a few lines rather than one per attempt.
+func RateLimitWarnings(h slog.Handler, limit int, window time.Duration) (limited slog.Handler, flush func()) {
+	if limit <= 0 {
+		limit, window = warnLimit, warnWindow
+	}
+	rl := newLimited(h, nil, limit, window)
+	return rl, rl.flush
 }
 
 func (h *rateLimited) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
@@ -349,7 +371,7 @@ func (l *warnLimiter) admit(key string, lk *limitKind, level slog.Level, now tim
 		k = &warnKind{start: now, level: level, limit: lk}
 		l.kinds[key] = k
 	}
-	if k.written < warnLimit {
+	if k.written < l.limit {
 		k.written++
 		return summaries, true
 	}

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/ovbus/ovbus/bus"
 )
 
 // embedded is a nats-server running inside this process: no client port
@@ -46,7 +48,7 @@ func startEmbedded(o *Options) (*embedded, error) {
 			}
 		}
 	}
-	e := &embedded{storeDir: o.StoreDir, log: &serverLog{l: o.Logger.With("nats", o.NodeName)}}
+	e := &embedded{storeDir: o.StoreDir, log: newServerLog(o.Logger.With("nats", o.NodeName))}
 	if e.storeDir == "" {
 		d, err := os.MkdirTemp("", "ovbus-cluster-")
 		if err != nil {
@@ -63,10 +65,10 @@ func startEmbedded(o *Options) (*embedded, error) {
 	payload := int32(o.MaxMsgSize + headerRoom)
 	sopts := &server.Options{
 		ServerName: o.NodeName,
-		// nats-server starts routing only once its client port listens
-		// (DontListen would leave it without routes), so it gets one on
-		// loopback, on a free port, closed by a random token; the node
-		// itself connects in-process.
+		// The node connects to a client port on loopback, on a free
+		// port, closed by a random token (node.go says why not
+		// in-process; nats-server also starts routing only once its
+		// client port listens).
 		Host:          "127.0.0.1",
 		Port:          server.RANDOM_PORT,
 		Authorization: token,
@@ -121,6 +123,7 @@ func (e *embedded) peers() int { return e.srv.NumRemotes() }
 func (e *embedded) shutdown() {
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
+	e.log.flush()
 	e.cleanup()
 }
 
@@ -133,10 +136,48 @@ func (e *embedded) cleanup() {
 // serverLog passes nats-server's log lines to slog: its notices (many at
 // start) at DEBUG, warnings and errors as such. The first fatal error is
 // kept for startEmbedded.
+//
+// A link error repeats as long as its cause lasts (a peer refusing this
+// node's route token, about once a second), so its warnings and errors are
+// rate-limited as the bus's are, to serverLogLimit lines of a kind per
+// serverLogWindow, with one line saying how many were left out. The kind is
+// the message without the connection nats-server puts before it
+// ("127.0.0.1:6222 - rid:5 - "), which goes into the attribute conn.
 type serverLog struct {
 	l       *slog.Logger
+	flush   func()
 	mu      sync.Mutex
 	fatalEr error
+}
+
+const (
+	serverLogLimit  = 1
+	serverLogWindow = time.Minute
+)
+
+func newServerLog(l *slog.Logger) *serverLog {
+	h, flush := bus.RateLimitWarnings(l.Handler(), serverLogLimit, serverLogWindow)
+	return &serverLog{l: slog.New(h), flush: flush}
+}
+
+// splitConn splits "127.0.0.1:6222 - rid:5 - authentication error" into
+// the connection and the message.
+func splitConn(msg string) (conn, rest string) {
+	i := strings.Index(msg, " - ")
+	if i <= 0 {
+		return "", msg
+	}
+	tail := msg[i+3:]
+	j := strings.Index(tail, " - ")
+	if j <= 0 {
+		return "", msg
+	}
+	id := tail[:j]
+	c := strings.IndexByte(id, ':')
+	if c <= 0 || c == len(id)-1 || strings.Trim(id[c+1:], "0123456789") != "" || strings.Trim(id[:c], "abcdefghijklmnopqrstuvwxyz") != "" {
+		return "", msg
+	}
+	return msg[:i+3+j], tail[j+3:]
 }
 
 func (s *serverLog) fatal() error {
@@ -167,6 +208,10 @@ func (s *serverLog) at(level slog.Level, format string, v ...any) {
 			level = slog.LevelDebug
 			break
 		}
+	}
+	if conn, rest := splitConn(msg); conn != "" {
+		s.l.Log(context.Background(), level, rest, "conn", conn)
+		return
 	}
 	s.l.Log(context.Background(), level, msg)
 }

@@ -195,3 +195,61 @@ func TestRouteTokenOnlyEmbedded(t *testing.T) {
 		t.Fatalf("route_token with nats_url: %v", err)
 	}
 }
+
+// recordHandler keeps the records it is given.
+type recordHandler struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (h *recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.recs = append(h.recs, r)
+	return nil
+}
+func (h *recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *recordHandler) WithGroup(string) slog.Handler      { return h }
+
+// A link error that repeats (a peer refusing this node's route token, about
+// once a second) is logged once per serverLogWindow, then summed up; the
+// connection nats-server puts before it is an attribute, not part of the
+// kind.
+func TestServerLogRateLimited(t *testing.T) {
+	h := &recordHandler{}
+	l := newServerLog(slog.New(h))
+	for i := range 5 {
+		l.Errorf("127.0.0.1:%d - rid:%d - authentication error", 40000+i, i)
+	}
+	l.Warnf("something else")
+	l.flush()
+	var msgs []string
+	for _, r := range h.recs {
+		msgs = append(msgs, r.Message)
+	}
+	want := []string{"authentication error", "something else", "suppressed 4 similar warnings"}
+	if !slices.Equal(msgs, want) {
+		t.Fatalf("logged %q, want %q", msgs, want)
+	}
+	conn := ""
+	h.recs[0].Attrs(func(a slog.Attr) bool {
+		if a.Key == "conn" {
+			conn = a.Value.String()
+		}
+		return true
+	})
+	if conn != "127.0.0.1:40000 - rid:0" {
+		t.Errorf("conn = %q", conn)
+	}
+	for _, c := range []struct{ in, conn, rest string }{
+		{"127.0.0.1:6222 - rid:5 - authentication error", "127.0.0.1:6222 - rid:5", "authentication error"},
+		{"[::1]:4222 - cid:12 - Slow Consumer Detected", "[::1]:4222 - cid:12", "Slow Consumer Detected"},
+		{"JetStream cluster no metadata leader", "", "JetStream cluster no metadata leader"},
+		{"a - b - c", "", "a - b - c"},
+	} {
+		if conn, rest := splitConn(c.in); conn != c.conn || rest != c.rest {
+			t.Errorf("splitConn(%q) = %q, %q", c.in, conn, rest)
+		}
+	}
+}

@@ -11,8 +11,13 @@ type metrics struct {
 	outMsgs, outBytes prometheus.Counter
 	inMsgs, inBytes   prometheus.Counter
 	dropped           *prometheus.CounterVec
+	recovered         *prometheus.CounterVec
 	linkUp            prometheus.Gauge
 	linkChanges       prometheus.Counter
+	peers             prometheus.Gauge
+	relaxed           prometheus.Gauge
+	relaxedWindows    prometheus.Counter
+	relaxedFrames     prometheus.Counter
 	latency           *prometheus.HistogramVec
 	latPeer, latSelf  prometheus.Observer // latency's two series
 }
@@ -20,20 +25,31 @@ type metrics struct {
 func newMetrics() *metrics {
 	return &metrics{
 		outMsgs: prometheus.NewCounter(prometheus.CounterOpts{Name: "ovbus_cluster_sent_messages_total",
-			Help: "Frames of this node's clients sent to the cluster (order total: to the stream)."}),
+			Help: "Frames of this node's clients sent to the cluster."}),
 		outBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "ovbus_cluster_sent_bytes_total",
 			Help: "Bytes of the frames sent to the cluster (the frames only, not the NATS headers)."}),
 		inMsgs: prometheus.NewCounter(prometheus.CounterOpts{Name: "ovbus_cluster_received_messages_total",
-			Help: "Frames received from the cluster (order total: everything read from the stream, this node's own frames included)."}),
+			Help: "Frames from the cluster put into this node's log (order total: this node's own frames back from the stream included)."}),
 		inBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "ovbus_cluster_received_bytes_total",
 			Help: "Bytes of the frames received from the cluster."}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ovbus_cluster_dropped_total",
-			Help: "Frames that did not cross. direction out: link_down, backpressure and no_stream frames still reached this node's clients, unconfirmed ones may have reached every node, lagged ones (order sender) reached only this node's clients; direction in: behind (order total: messages of the stream, each of one or more frames, this node did not get while cut off or over the pending limits), slow (order sender: NATS messages over the pending limits), malformed, publish (refused by the bus)."},
+			Help: "Frames lost on their way. direction out: backpressure (the stream too slow for a sender for a second: the frame reached only this node's clients), unstored (kept for the stream beyond stream_max_age, stream_max_bytes or max_inflight while it did not answer: it reached the nodes that got it directly, not the stream), lagged (order sender: NATS too slow for this node's clients; an upper bound); direction in: behind (no longer held by the stream or the origin when this node asked; order total counts messages of the stream, each of one or more frames), gap (frames a node announced and never supplied: it died with them), malformed, publish (refused by the bus)."},
 			[]string{"direction", "reason"}),
+		recovered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ovbus_cluster_recovered_frames_total",
+			Help: "Frames this node missed and then got: how=stream, fetched from the stream by sequence (order total); how=replay, sent again by their origin on request."},
+			[]string{"how"}),
 		linkUp: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ovbus_cluster_link_up",
-			Help: "1 while this node's link to the cluster is up, else 0."}),
+			Help: "1 while this node's frames cross to the cluster (its link is up or relaxed), else 0."}),
 		linkChanges: prometheus.NewCounter(prometheus.CounterOpts{Name: "ovbus_cluster_link_changes_total",
 			Help: "How often the link went up or down."}),
+		peers: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ovbus_cluster_peers",
+			Help: "Other nodes this node hears (their heartbeats)."}),
+		relaxed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ovbus_cluster_order_relaxed",
+			Help: "Order total: 1 while frames cross outside the stream's order (each sender's order kept), else 0."}),
+		relaxedWindows: prometheus.NewCounter(prometheus.CounterOpts{Name: "ovbus_cluster_relaxed_windows_total",
+			Help: "Order total: how often this node's frames went directly to the other nodes because the stream did not answer."}),
+		relaxedFrames: prometheus.NewCounter(prometheus.CounterOpts{Name: "ovbus_cluster_relaxed_frames_total",
+			Help: "Order total: frames this node put into its log outside the stream's order (each sender's order kept): sent directly while the stream did not answer, replayed, or held for a missing predecessor."}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ovbus_cluster_relay_latency_seconds",
 			Help:    "From the moment the origin node accepted a frame to the moment this node put it into its log. origin=peer: another node's frame (clocks of different machines included); origin=self: this node's own frame back from the stream (order total).",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}},
@@ -51,7 +67,8 @@ func (m *metrics) register(r *prometheus.Registry) error {
 		return nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.outMsgs, m.outBytes, m.inMsgs, m.inBytes, m.dropped, m.linkUp, m.linkChanges, m.latency} {
+	for _, c := range []prometheus.Collector{m.outMsgs, m.outBytes, m.inMsgs, m.inBytes, m.dropped, m.recovered, m.linkUp,
+		m.linkChanges, m.peers, m.relaxed, m.relaxedWindows, m.relaxedFrames, m.latency} {
 		errs = append(errs, r.Register(c))
 	}
 	return errors.Join(errs...)

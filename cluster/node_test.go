@@ -91,7 +91,7 @@ func meshWhole(tn *testNode, n int) bool {
 	if e.peers() < n-1 {
 		return false
 	}
-	return tn.node.o.Order != OrderSender || e.srv.GlobalAccount().Interest(tn.node.subject) >= n
+	return tn.node.o.Order != OrderSender || e.srv.GlobalAccount().Interest(tn.node.subj.direct) >= n
 }
 
 // wsClient is a raw WebSocket client that records every frame after the
@@ -234,7 +234,7 @@ func TestThreeNodes(t *testing.T) {
 			}
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode != 200 || !strings.Contains(string(body), "cluster: up (order "+string(order)) {
+			if resp.StatusCode != 200 || !strings.Contains(string(body), "cluster: up, 2 of 2 peers (order "+string(order)) {
 				t.Errorf("/health = %d %q", resp.StatusCode, body)
 			}
 			mfs, err := nodes[1].bus.Metrics().Gather()
@@ -261,8 +261,10 @@ func TestThreeNodes(t *testing.T) {
 	}
 }
 
-// A node that cannot reach the others keeps serving its own clients, and
-// says so in /health and the metrics.
+// A node that cannot reach the others says it is starting, then (after
+// startWait) that it is down, and serves its own clients: with order
+// "sender" at once, with order "total" once it stops waiting for the
+// stream (frames it holds meanwhile are delivered then, in order).
 func TestLinkDownServesLocalClients(t *testing.T) {
 	for _, order := range []Order{OrderTotal, OrderSender} {
 		t.Run(string(order), func(t *testing.T) {
@@ -270,24 +272,31 @@ func TestLinkDownServesLocalClients(t *testing.T) {
 			nodes := startNodes(t, opts)
 			tn := nodes[0]
 			time.Sleep(2 * probeInterval)
-			if tn.node.Up() {
-				t.Fatal("link up without a peer")
-			}
-			if s, ok := tn.node.health(); !ok || !strings.HasPrefix(s, "down: ") {
-				t.Errorf("health = %q, %v", s, ok)
+			if s, ok := tn.node.health(); !ok || !strings.HasPrefix(s, "starting, 0 of 1 peers") {
+				t.Errorf("health = %q, %v; want starting", s, ok)
 			}
 			a, b := dialNode(t, tn), dialNode(t, tn)
 			a.send(ws.OpText, msg("a", 0))
+			a.send(ws.OpText, msg("a", 1))
 			for _, c := range []*wsClient{a, b} {
-				if got := c.waitN(1, 5*time.Second); got[0].data != msg("a", 0) {
-					t.Errorf("got %q", got[0].data)
+				if got := c.waitN(2, startWait+5*time.Second); got[0].data != msg("a", 0) || got[1].data != msg("a", 1) {
+					t.Errorf("got %v", got)
 				}
 			}
-			if v := testutil.ToFloat64(tn.node.m.dropped.WithLabelValues("out", "link_down")); order == OrderTotal && v != 1 {
-				t.Errorf("link_down drops = %v, want 1", v)
+			for deadline := time.Now().Add(startWait + 5*time.Second); ; time.Sleep(20 * time.Millisecond) {
+				s, _ := tn.node.health()
+				if strings.HasPrefix(s, "down: no other node heard") {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("health = %q, want down", s)
+				}
 			}
-			if v := testutil.ToFloat64(tn.node.m.linkUp); v != 0 {
-				t.Errorf("link_up = %v", v)
+			if tn.node.Up() || testutil.ToFloat64(tn.node.m.linkUp) != 0 {
+				t.Error("link up without a peer")
+			}
+			if c := testutil.CollectAndCount(tn.node.m.dropped); c != 0 {
+				t.Errorf("%d drop series, want none: the frames wait for the stream", c)
 			}
 		})
 	}

@@ -33,7 +33,7 @@ const (
 	DefaultName           = "ovbus"
 	DefaultStreamMaxAge   = time.Minute
 	DefaultStreamMaxBytes = 64 << 20
-	DefaultMaxInflight    = 4096
+	DefaultMaxInflight    = 16384
 	// headerRoom is what the NATS headers of one frame take at most on top
 	// of the frame: a server's max_payload must leave it.
 	headerRoom = 512
@@ -105,23 +105,28 @@ type Options struct {
 	// skills and the intent service), on one node only. Off, the cluster
 	// places the leader where it likes.
 	Lead bool
-	// StreamMaxAge and StreamMaxBytes bound the stream (memory storage):
-	// how far behind a node may fall and still catch up. Defaults:
-	// DefaultStreamMaxAge, and DefaultStreamMaxBytes or 2 × MaxMsgSize
-	// when that is larger.
+	// StreamMaxAge and StreamMaxBytes bound the stream (memory storage)
+	// and each node's ring of its own recent frames (replays): how far
+	// behind a node may fall, or how long it may be cut off, and still get
+	// every frame. Defaults: DefaultStreamMaxAge, and DefaultStreamMaxBytes
+	// or 2 × MaxMsgSize when that is larger.
 	StreamMaxAge   time.Duration
 	StreamMaxBytes int64
-	// MaxInflight bounds the frames queued for the stream (order "total");
-	// the messages in flight and not yet confirmed are bounded by a
-	// sixteenth of it (each carries one or more frames). A sender whose
-	// frame finds the queue full waits up to a second for room; after that
-	// the frame is delivered to this node's clients only, and counted.
-	// Default DefaultMaxInflight.
+	// MaxInflight bounds the frames of this node's clients that the stream
+	// has not confirmed yet (order "total"): queued, on their way, or kept
+	// while the stream does not answer. While it answers, the messages in
+	// flight are bounded by a sixteenth of it (each carries one or more
+	// frames), and a sender whose frame finds MaxInflight frames queued
+	// waits up to a second for room, after which the frame reaches only
+	// this node's clients ("backpressure"). While it does not, the oldest
+	// frames kept beyond MaxInflight are given up for the stream
+	// ("unstored"; they reached the nodes that got them directly). Default
+	// DefaultMaxInflight.
 	MaxInflight int
 	// MaxPendingMessages and MaxPendingBytes bound what this node has
-	// received from the cluster and not yet put into its log (order
-	// "sender"; nats.go's pending limits). Beyond them frames are dropped
-	// and counted. Use the bus's MaxQueueMessages and MaxQueueBytes.
+	// received from the cluster and not yet put into its log (nats.go's
+	// pending limits). What is dropped beyond them is asked for again.
+	// Use the bus's MaxQueueMessages and MaxQueueBytes.
 	MaxPendingMessages int
 	MaxPendingBytes    int64
 

@@ -3,44 +3,23 @@ package cluster
 import (
 	"context"
 	"errors"
-	"fmt"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/ovbus/ovbus/bus"
 )
 
 // Order "sender": the bus appends its clients' frames to its log itself; a
-// follower of the log publishes those with origin "" (this node's own) on
-// core NATS, and a subscription publishes the other nodes' frames into the
-// log with their node as origin. A frame crosses once: a node never
-// forwards a frame that has an origin, and NATS does not echo a node's own
-// messages back to it (NoEcho).
+// follower of the log numbers those with origin "" (this node's own), keeps
+// them in the ring (replay.go) and publishes them directly on core NATS; a
+// subscription puts the other nodes' frames into the log in their origin's
+// numbering (inbox.go). A frame crosses once: a node never forwards a frame
+// that has an origin, and NATS does not echo a node's own messages back to
+// it (NoEcho). What a node misses — while cut off, frozen, or over its
+// pending limits — it asks its origin for, from the gap in the numbers or
+// the origin's heartbeat (peers.go); so nothing is lost across a short cut
+// either, within the ring's retention.
 
 // forwardBatch is how many frames the forwarder takes from the log at once.
 const forwardBatch = 256
-
-func (n *Node) startSender(b *bus.Server) error {
-	sub, err := n.nc.Subscribe(n.subject, func(m *nats.Msg) {
-		if m.Header.Get(hdrOrigin) == n.o.NodeName {
-			return // never ours (NoEcho), but a frame must not loop
-		}
-		n.deliver(m.Data, m.Header)
-	})
-	if err != nil {
-		return fmt.Errorf("cluster: subscribe: %w", err)
-	}
-	if err := sub.SetPendingLimits(n.o.MaxPendingMessages, int(n.o.MaxPendingBytes)); err != nil {
-		sub.Unsubscribe()
-		return fmt.Errorf("cluster: %w", err)
-	}
-	n.mu.Lock()
-	n.sub = sub
-	n.mu.Unlock()
-	n.fwdDone = make(chan struct{})
-	go n.forward(b)
-	return nil
-}
 
 // forward publishes this node's frames to the cluster until the bus shuts
 // down and its log has been read to the end.
@@ -60,10 +39,11 @@ func (n *Node) forward(b *bus.Server) {
 		switch {
 		case err == nil:
 		case errors.Is(err, bus.ErrLagged):
-			// The link (or NATS) could not take our frames as fast as our
-			// clients sent them: start again at the newest, counting what
-			// was skipped (an upper bound: other nodes' frames among them
-			// were not ours to send).
+			// NATS could not take our frames as fast as our clients sent
+			// them: start again at the newest, counting what was skipped
+			// (an upper bound: other nodes' frames among them were not
+			// ours to send). The frames sent keep consecutive numbers, so
+			// no node waits for the skipped ones.
 			f.Close()
 			f = b.Follow(fo)
 			skipped := 0
@@ -88,7 +68,7 @@ func (n *Node) forward(b *bus.Server) {
 }
 
 // publishCore sends the frames of this node's clients (origin "") among
-// frames to the others, in batches (see batchMsg).
+// frames to the others, in batches (batch.go).
 func (n *Node) publishCore(frames []bus.Frame) {
 	batch := n.fwdBatch[:0]
 	size := 0
@@ -109,16 +89,15 @@ func (n *Node) publishCore(frames []bus.Frame) {
 	n.fwdBatch = batch[:0]
 }
 
+// sendCore numbers a batch, keeps it for replays and publishes it. A
+// publish that fails (the connection is down) is not retried here: the
+// other nodes see the gap, or the heartbeat, and ask for the frames.
 func (n *Node) sendCore(batch []outFrame) {
-	if !n.up.Load() {
-		n.lost("out", "link_down", len(batch))
-		return
-	}
-	if err := n.nc.PublishMsg(n.batchMsg(n.subject, batch)); err != nil {
-		n.lost("out", "link_down", len(batch))
-		n.probeSoon()
-		return
-	}
+	m := n.newOutMsg(n.fwdSeq+1, batch)
+	n.fwdSeq = m.last()
+	n.ring.add(m)
+	n.lastSent.Store(n.fwdSeq)
+	n.nc.PublishMsg(m.msg(n.subj.direct))
 	for _, f := range batch {
 		n.m.outMsgs.Inc()
 		n.m.outBytes.Add(float64(len(f.payload)))
@@ -140,24 +119,4 @@ func (n *Node) waitForwarder(ctx context.Context) {
 		n.fwdCancel()
 		<-n.fwdDone
 	}
-}
-
-// countSubDrops counts what nats.go dropped because this node could not
-// take the others' frames fast enough (the subscription's pending limits).
-func (n *Node) countSubDrops() {
-	n.mu.Lock()
-	sub := n.sub
-	n.mu.Unlock()
-	if sub == nil {
-		return
-	}
-	d, err := sub.Dropped()
-	if err != nil {
-		return
-	}
-	n.mu.Lock()
-	k := d - n.dropped
-	n.dropped = d
-	n.mu.Unlock()
-	n.lost("in", "slow", k)
 }

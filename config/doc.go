@@ -175,7 +175,8 @@
 //	                                                                                           plus this one, at most 3 (1 with nats_url)
 //	cluster.stream_max_age    60                  OVOS_BUS_CLUSTER_STREAM_MAX_AGE     restart  seconds the stream keeps a frame
 //	cluster.stream_max_bytes  0                   OVOS_BUS_CLUSTER_STREAM_MAX_BYTES   restart  bytes it keeps; 0: 64 MiB or 2 × max_msg_size
-//	cluster.max_inflight      4096                OVOS_BUS_CLUSTER_MAX_INFLIGHT       restart  frames on their way to the stream at once
+//	cluster.max_inflight      16384               OVOS_BUS_CLUSTER_MAX_INFLIGHT       restart  frames of this node not yet confirmed by
+//	                                                                                           the stream (order total)
 //
 // The websocket.cluster keys (an object: "cluster": {"listen": ...}) run
 // several nodes as one bus over NATS; they are off unless nats_url, listen or

@@ -122,9 +122,9 @@ var keys = []key{
 	clusterKey("store_dir", kindString, func(o *cluster.Options) any { return &o.StoreDir }, "directory of the embedded JetStream's state; empty for a temporary one"),
 	clusterKey("lead", kindBool, func(o *cluster.Options) any { return &o.Lead }, "this node asks to lead the stream (order total): set it on the node whose clients send the most"),
 	clusterKey("replicas", kindCountOrZero, func(o *cluster.Options) any { return &o.Replicas }, "copies of the stream (order total); 0 for the nodes in routes plus this one, at most 3"),
-	clusterKey("stream_max_age", kindSeconds, func(o *cluster.Options) any { return &o.StreamMaxAge }, "seconds the stream keeps a frame (order total)"),
-	clusterKey("stream_max_bytes", kindBytesOrZero, func(o *cluster.Options) any { return &o.StreamMaxBytes }, "bytes the stream keeps (order total); 0 for 64 MiB or 2 × max_msg_size"),
-	clusterKey("max_inflight", kindCount, func(o *cluster.Options) any { return &o.MaxInflight }, "frames on their way to the stream at once (order total)"),
+	clusterKey("stream_max_age", kindSeconds, func(o *cluster.Options) any { return &o.StreamMaxAge }, "seconds the stream keeps a frame (order total), and each node its own frames for others that missed them"),
+	clusterKey("stream_max_bytes", kindBytesOrZero, func(o *cluster.Options) any { return &o.StreamMaxBytes }, "bytes the stream keeps (order total), and each node of its own frames; 0 for 64 MiB or 2 × max_msg_size"),
+	clusterKey("max_inflight", kindCount, func(o *cluster.Options) any { return &o.MaxInflight }, "frames of this node the stream has not confirmed yet, queued, on their way or kept while it does not answer (order total)"),
 	{name: "log_level", env: env1("OVOS_BUS_LOG_LEVEL"), flag: "log-level", kind: kindLevel,
 		own: func(c *Config) any { return &c.LogLevel }, reload: bus.Live, doc: "DEBUG, INFO, WARNING, ERROR or CRITICAL"},
 }

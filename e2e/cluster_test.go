@@ -117,14 +117,12 @@ func waitHealth(t *testing.T, want string, timeout time.Duration, nodes ...*clus
 	}
 }
 
-// waitMesh waits until every node's /health counts peers routes: a NATS
-// cluster forwards a message one route hop only, so a frame the stream's
-// leader republishes reaches a node only over a route between the two. The
-// link is up (waitLink) as soon as the node reaches a quorum of the stream,
-// which after a heal may be before all its routes are back.
+// waitMesh waits until every node's /health says it is up and hears peers
+// other nodes: the link is up (waitLink) as soon as the node reaches the
+// stream, which after a heal may be before it hears every node again.
 func waitMesh(t *testing.T, peers int, timeout time.Duration, nodes ...*clusterNode) {
 	t.Helper()
-	waitHealth(t, strconv.Itoa(peers)+" peers", timeout, nodes...)
+	waitHealth(t, "cluster: up, "+strconv.Itoa(peers)+" of ", timeout, nodes...)
 }
 
 // collector reads every frame of one connection after the greeting.
@@ -404,7 +402,9 @@ func TestClusterNodeDeath(t *testing.T) {
 // A cut link heals: every connection of node 2 to the others passes one of
 // three TCP proxies (to it, advertised as its address; from it to node 0
 // and to node 1), which the test stops and starts. While cut, both sides
-// serve their own clients; after, everything crosses again.
+// serve their own clients; after, nothing is lost: what each side's
+// clients sent meanwhile reaches the other side, and everything crosses
+// again in one order.
 func TestClusterCutLink(t *testing.T) {
 	nodes := newClusterNodes(t, 3, "total")
 	route := func(i int) string { return "127.0.0.1:" + strconv.Itoa(nodes[i].route) }
@@ -457,6 +457,13 @@ func TestClusterCutLink(t *testing.T) {
 	}
 	waitLink(t, true, 30*time.Second, nodes...)
 	waitMesh(t, 2, 30*time.Second, nodes...)
+	// What node 2's client sent while cut off reaches the others (node 2
+	// offers it to the stream again), and node 2 fetches what the others
+	// sequenced meanwhile.
+	for _, c := range cs[:2] {
+		c.waitText(local, 30*time.Second)
+	}
+	cs[2].waitText(clusterMsg("cut-majority", 0), 30*time.Second)
 	m = clusterMsg("healed", 0)
 	s0.send(ws.OpText, []byte(m))
 	for _, c := range cs {

@@ -1,0 +1,141 @@
+package cluster
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/ovbus/ovbus/bus"
+	"github.com/ovbus/ovbus/ws"
+)
+
+// Order "sender": frames a node's clients sent after another node started,
+// but before that node subscribed, reach the other node's clients: at first
+// contact (the heartbeat says what was sent) it asks for them.
+func TestReplayToLateSubscriber(t *testing.T) {
+	s := natsServer(t, 0, nil)
+	a := startNodes(t, []Options{externalOptions(s.ClientURL(), "a", OrderSender)})[0]
+	n, err := New(externalOptions(s.ClientURL(), "b", OrderSender)) // b has started...
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := bus.New(bus.Options{Addr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tb := &testNode{bus: b, node: n}
+	t.Cleanup(tb.stop)
+	cb := dialNode(t, tb) // ... and has a client,
+	ca := dialNode(t, a)
+	for i := range 3 {
+		ca.send(ws.OpText, msg("a", i))
+	}
+	ca.waitN(3, 5*time.Second)
+	for deadline := time.Now().Add(5 * time.Second); a.node.lastSent.Load() < 3; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("node a did not send its frames")
+		}
+	}
+	if err := n.Start(b); err != nil { // ... but subscribes only now
+		t.Fatal(err)
+	}
+	got := cb.waitN(3, 10*time.Second)
+	for i, f := range got {
+		if f.data != msg("a", i) {
+			t.Fatalf("frame %d: %q", i, f.data)
+		}
+	}
+	if v := testutil.ToFloat64(n.m.recovered.WithLabelValues("replay")); v != 3 {
+		t.Errorf("recovered = %v, want 3", v)
+	}
+}
+
+// Order "total": while the stream does not answer (here: the NATS server
+// node a talks to is held, as a frozen stream leader would be), a's frames
+// still reach a's clients after stallAfter; /health says "relaxed"; once
+// the stream answers again, they reach b's clients, each once, and the
+// stream holds them.
+func TestRelaxWhileTheStreamDoesNotAnswer(t *testing.T) {
+	s := natsServer(t, 0, nil)
+	p := newStallProxy(t, s.Addr().String())
+	nodes := startNodes(t, []Options{externalOptions("nats://"+p.addr(), "a", OrderTotal), externalOptions(s.ClientURL(), "b", OrderTotal)})
+	waitUp(t, nodes, 10*time.Second)
+	a, b := nodes[0].node, nodes[1].node
+	ca, cb := dialNode(t, nodes[0]), dialNode(t, nodes[1])
+	ca.send(ws.OpText, msg("a", 0))
+	cb.waitN(1, 5*time.Second)
+
+	p.stall()
+	ca.send(ws.OpText, msg("a", 1))
+	ca.send(ws.OpText, msg("a", 2))
+	if got := ca.waitN(3, 5*time.Second); got[1].data != msg("a", 1) || got[2].data != msg("a", 2) {
+		t.Fatalf("a's client got %v", got)
+	}
+	waitHealthPrefix(t, a, "relaxed")
+	if v := testutil.ToFloat64(a.m.relaxed); v != 1 {
+		t.Errorf("order_relaxed = %v", v)
+	}
+	p.resume()
+	got := cb.waitN(3, 10*time.Second)
+	for i, f := range got {
+		if f.data != msg("a", i) {
+			t.Fatalf("b's client frame %d: %q", i, f.data)
+		}
+	}
+	waitHealthPrefix(t, a, "up")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := b.js.Stream(ctx, b.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := 0
+	for seq := uint64(1); seq <= st.CachedInfo().State.LastSeq; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		im, err := parseMsg(m.Header, m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames += im.count
+	}
+	if frames != 3 {
+		t.Errorf("the stream holds %d frames, want each of the 3 once", frames)
+	}
+	cb.send(ws.OpText, "end")
+	if got := ca.waitN(4, 5*time.Second); got[3].data != "end" || len(got) != 4 {
+		t.Errorf("a's client got %v, want each frame once", got)
+	}
+	if got := cb.waitN(4, 5*time.Second); got[3].data != "end" || len(got) != 4 {
+		t.Errorf("b's client got %v, want each frame once", got)
+	}
+	if c := testutil.CollectAndCount(a.m.dropped); c != 0 {
+		t.Errorf("%d drop series on a", c)
+	}
+	if v := testutil.ToFloat64(a.m.relaxedWindows); v < 1 {
+		t.Errorf("relaxed windows = %v", v)
+	}
+}
+
+// waitHealthPrefix waits until n's /health line starts with prefix.
+func waitHealthPrefix(t *testing.T, n *Node, prefix string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		h, _ := n.health()
+		if strings.HasPrefix(h, prefix) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health = %q, want %s", h, prefix)
+		}
+	}
+}
