@@ -450,18 +450,27 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// TestCompression: a client offering permessage-deflate gets it with
-// server_no_context_takeover and receives compressed frames; one that does
-// not, and every client when compression is off, gets them uncompressed.
+// TestCompression: a client offering permessage-deflate gets it, with the
+// bus's context kept (or server_no_context_takeover where
+// compression_context is 0), and receives compressed frames it decodes in
+// order; one that does not, and every client when compression is off, gets
+// them uncompressed.
 func TestCompression(t *testing.T) {
 	t.Parallel()
 	const offer = "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n"
 	msg := fmt.Appendf(nil, `{"type":"e2e.deflate","data":{"text":%q},"context":{}}`, strings.Repeat("compress me ", 1000))
-	for _, on := range []bool{true, false} {
-		t.Run(fmt.Sprintf("compression=%v", on), func(t *testing.T) {
+	for _, c := range []struct {
+		on      bool
+		context string // compression_context; "" the default, which keeps it
+	}{{true, ""}, {true, "0"}, {false, ""}} {
+		on := c.on
+		t.Run(fmt.Sprintf("compression=%v,context=%q", on, c.context), func(t *testing.T) {
 			t.Parallel()
 			sb := newSandbox(t)
 			sb.env["OVOS_BUS_COMPRESSION"] = fmt.Sprint(on)
+			if c.context != "" {
+				sb.env["OVOS_BUS_COMPRESSION_CONTEXT"] = c.context
+			}
 			sb.usePort()
 			b := sb.start()
 			raw := dialRawWith(t, b.addr(), "/core", 0, offer)
@@ -474,10 +483,13 @@ func TestCompression(t *testing.T) {
 			if on != strings.Contains(negotiated, "permessage-deflate") {
 				t.Fatalf("compression %v, but the handshake answered %q", on, negotiated)
 			}
-			if on && !strings.Contains(negotiated, "server_no_context_takeover") {
-				t.Errorf("permessage-deflate without server_no_context_takeover: %q", negotiated)
+			// The raw client allows context takeover: the bus keeps its
+			// context unless compression_context is 0.
+			if kept := !strings.Contains(negotiated, "server_no_context_takeover"); on && kept != (c.context != "0") {
+				t.Errorf("compression_context %q, context kept %v: %q", c.context, kept, negotiated)
 			}
-			if f := raw.readFrame(t, recvTimeout); f.op != ws.OpText || (f.rsv1 && string(inflate(t, f.data)) != greeting) || (!f.rsv1 && string(f.data) != greeting) {
+			var inf inflater
+			if f := raw.readFrame(t, recvTimeout); f.op != ws.OpText || (f.rsv1 && string(inf.inflate(t, f.data)) != greeting) || (!f.rsv1 && string(f.data) != greeting) {
 				t.Fatalf("raw client: first frame %v %q, want the greeting", f.op, f.data)
 			}
 			zc, err := tryDialGo(b.url(), nil)
@@ -511,7 +523,7 @@ func TestCompression(t *testing.T) {
 				f := raw.readFrame(t, recvTimeout)
 				data := f.data
 				if f.rsv1 {
-					data = inflate(t, f.data)
+					data = inf.inflate(t, f.data)
 				}
 				if !bytes.Contains(data, []byte("e2e.deflate")) {
 					continue
@@ -530,12 +542,22 @@ func TestCompression(t *testing.T) {
 }
 
 // inflate undoes permessage-deflate on one message (RFC 7692 §7.2.2).
-func inflate(t *testing.T, p []byte) []byte {
+// inflater decompresses a connection's permessage-deflate messages in
+// order, with the server's context: the last 32 KiB it decompressed is the
+// dictionary of the next (RFC 7692 §7.2.3.2), which a server that does not
+// keep its context never refers to.
+type inflater struct{ hist []byte }
+
+func (inf *inflater) inflate(t *testing.T, p []byte) []byte {
 	t.Helper()
-	r := flate.NewReader(io.MultiReader(bytes.NewReader(p), bytes.NewReader([]byte{0, 0, 0xff, 0xff})))
+	r := flate.NewReaderDict(io.MultiReader(bytes.NewReader(p), bytes.NewReader([]byte{0, 0, 0xff, 0xff})), inf.hist)
 	out, err := io.ReadAll(r)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("inflate: %v", err)
+	}
+	inf.hist = append(inf.hist, out...)
+	if n := len(inf.hist) - 32<<10; n > 0 {
+		inf.hist = append(inf.hist[:0], inf.hist[n:]...)
 	}
 	return out
 }
