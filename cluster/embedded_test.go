@@ -40,7 +40,7 @@ func meshOptions(t testing.TB, n int, order Order) []Options {
 				o.Routes = append(o.Routes, "nats://127.0.0.1:"+strconv.Itoa(ports[j]))
 			}
 		}
-		out = append(out, o.withDefaults())
+		out = append(out, o.WithDefaults())
 	}
 	return out
 }
@@ -87,7 +87,7 @@ func TestEmbeddedListenError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	o := Options{Name: "test", NodeName: "n", Listen: l.Addr().String(), MaxMsgSize: 1 << 20, Logger: slog.New(slog.DiscardHandler)}.withDefaults()
+	o := Options{Name: "test", NodeName: "n", Listen: l.Addr().String(), MaxMsgSize: 1 << 20, Logger: slog.New(slog.DiscardHandler)}.WithDefaults()
 	start := time.Now()
 	if _, err := startEmbedded(&o); err == nil {
 		t.Fatal("started on a port in use")

@@ -40,7 +40,7 @@ func newInboxRig(t *testing.T, order Order) *inboxRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Shutdown(context.Background()) })
-	o := Options{Name: "t", NodeName: "me", Order: order, NATSURL: s.ClientURL(), Logger: slog.New(slog.DiscardHandler)}.withDefaults()
+	o := Options{Name: "t", NodeName: "me", Order: order, NATSURL: s.ClientURL(), Logger: slog.New(slog.DiscardHandler)}.WithDefaults()
 	n := &Node{o: o, log: o.Logger, m: newMetrics().observers(), lossLog: map[string]time.Time{}, nc: nc,
 		subj: newSubjects(o.Name, order), startedAt: time.Now(), asks: make(chan *nats.Msg, 16),
 		in: inbox{origins: map[string]*origin{}}, peer: peers{m: map[string]*peer{}}}

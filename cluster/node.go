@@ -131,7 +131,7 @@ func New(opts Options) (*Node, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	o := opts.withDefaults()
+	o := opts.WithDefaults()
 	now := time.Now()
 	logH, flush := bus.RateLimitWarnings(o.Logger.Handler(), 0, 0)
 	n := &Node{

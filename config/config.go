@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/ovbus/ovbus/bus"
-	"github.com/ovbus/ovbus/cluster"
+	"github.com/ovbus/ovbus/cluster/clusterconf"
 )
 
 // MiB is one mebibyte, the unit of max_msg_size.
@@ -45,7 +45,7 @@ type Config struct {
 	MonitorAllowRemote bool
 	// Cluster is websocket.cluster: several nodes as one bus (off unless
 	// Cluster.Enabled). Use ClusterOptions for the node's options.
-	Cluster cluster.Options
+	Cluster clusterconf.Options
 }
 
 // Built-in values of the keys that are not bus options; those of the bus's
@@ -67,7 +67,7 @@ func Default() *Config {
 		Bus:              bus.Defaults(),
 		SharedConnection: DefaultSharedConnection,
 		LogLevel:         DefaultLogLevel,
-		Cluster:          cluster.Defaults(),
+		Cluster:          clusterconf.Defaults(),
 	}
 }
 
@@ -83,7 +83,7 @@ func (c *Config) Clone() *Config {
 
 // ClusterOptions returns the cluster node's options: Cluster with the bus's
 // frame size, port and queue bounds. The serve command adds the logger.
-func (c *Config) ClusterOptions() cluster.Options {
+func (c *Config) ClusterOptions() clusterconf.Options {
 	o := c.Cluster
 	o.Routes = slices.Clone(o.Routes)
 	o.MaxMsgSize = c.Bus.MaxMsgSize
@@ -175,7 +175,7 @@ func (c *Config) check() (k *key, below []string, msg string) {
 		return lookupKey("auth"), nil, bus.ReplyRoutingClusterMsg
 	}
 	if o := c.ClusterOptions(); o.Enabled() {
-		var ke *cluster.KeyError
+		var ke *clusterconf.KeyError
 		if err := o.Validate(); errors.As(err, &ke) {
 			k := lookupKey(ke.Keys[0])
 			if k == nil {

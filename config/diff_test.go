@@ -1,11 +1,12 @@
 package config
 
 import (
-	"github.com/ovbus/ovbus/bus"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ovbus/ovbus/bus"
 )
 
 // mutations changes exactly one key of a Config; one entry per key of

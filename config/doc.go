@@ -183,8 +183,9 @@
 // routes is set, exactly one of nats_url and listen/routes. Each
 // cluster.<key> has the variable OVOS_BUS_CLUSTER_<KEY> and the flag
 // --cluster-<key> (underscores as dashes): OVOS_BUS_CLUSTER_NATS_URL,
-// --cluster-nats-url; routes is comma-separated in both. Package cluster owns
-// their defaults and checks (cluster.Options); config reads and prints them.
+// --cluster-nats-url; routes is comma-separated in both. Package cluster/clusterconf owns
+// their defaults and checks (clusterconf.Options), apart from NATS; config
+// reads and prints them.
 //
 // Limits that are not keys (package bus owns them): request headers of at
 // most 32 KiB (bus.MaxHeaderBytes; more gets HTTP 431); a shutdown that

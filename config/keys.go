@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/ovbus/ovbus/bus"
-	"github.com/ovbus/ovbus/cluster"
+	"github.com/ovbus/ovbus/cluster/clusterconf"
 )
 
 // key is one row of the key table: a configuration key and everything
@@ -104,27 +104,27 @@ var keys = []key{
 	// websocket.cluster: several nodes as one bus over NATS (package
 	// cluster owns the defaults and the checks). Off unless nats_url,
 	// listen or routes is set; every key takes a restart.
-	clusterKey("name", kindString, func(o *cluster.Options) any { return &o.Name }, "nodes with the same name form one bus"),
-	clusterKey("node_name", kindString, func(o *cluster.Options) any { return &o.NodeName }, "this node's name, unique in the cluster; empty for <hostname>-<port>"),
-	clusterKey("order", kindString, func(o *cluster.Options) any { return (*string)(&o.Order) }, `"total" (one order for every client) or "sender" (each sender's order, lower latency)`),
-	clusterKey("nats_url", kindString, func(o *cluster.Options) any { return &o.NATSURL }, "comma-separated URLs of an existing NATS"),
-	clusterKey("user", kindString, func(o *cluster.Options) any { return &o.User }, "user name for nats_url"),
-	clusterKey("password", kindSecret, func(o *cluster.Options) any { return &o.Password }, "password for nats_url"),
-	clusterKey("token", kindSecret, func(o *cluster.Options) any { return &o.Token }, "token for nats_url"),
-	clusterKey("creds", kindFile, func(o *cluster.Options) any { return &o.CredsFile }, "credentials file (JWT and nkey) for nats_url"),
-	clusterKey("tls_ca", kindFile, func(o *cluster.Options) any { return &o.TLSCA }, "PEM CA file that verifies nats_url's server"),
-	clusterKey("tls_cert", kindFile, func(o *cluster.Options) any { return &o.TLSCert }, "PEM client certificate for nats_url"),
-	clusterKey("tls_key", kindFile, func(o *cluster.Options) any { return &o.TLSKey }, "PEM client key for nats_url"),
-	clusterKey("listen", kindString, func(o *cluster.Options) any { return &o.Listen }, "host:port the NATS inside ovbus takes routes on"),
-	clusterKey("routes", kindList, func(o *cluster.Options) any { return &o.Routes }, "comma-separated nats://host:port of the other nodes' listen"),
-	clusterKey("advertise", kindString, func(o *cluster.Options) any { return &o.Advertise }, "host:port the other nodes reach listen at (NAT, proxy); empty for the address they see"),
-	clusterKey("route_token", kindSecret, func(o *cluster.Options) any { return &o.RouteToken }, "secret every node's listen requires of the others (the same on every node); empty for none"),
-	clusterKey("store_dir", kindString, func(o *cluster.Options) any { return &o.StoreDir }, "directory of the embedded JetStream's state; empty for a temporary one"),
-	clusterKey("lead", kindBool, func(o *cluster.Options) any { return &o.Lead }, "this node asks to lead the stream (order total): set it on the node whose clients send the most"),
-	clusterKey("replicas", kindCountOrZero, func(o *cluster.Options) any { return &o.Replicas }, "copies of the stream (order total); 0 for the nodes in routes plus this one, at most 3"),
-	clusterKey("stream_max_age", kindSeconds, func(o *cluster.Options) any { return &o.StreamMaxAge }, "seconds the stream keeps a frame (order total), and each node its own frames for others that missed them"),
-	clusterKey("stream_max_bytes", kindBytesOrZero, func(o *cluster.Options) any { return &o.StreamMaxBytes }, "bytes the stream keeps (order total), and each node of its own frames; 0 for 64 MiB or 2 × max_msg_size"),
-	clusterKey("max_inflight", kindCount, func(o *cluster.Options) any { return &o.MaxInflight }, "frames of this node the stream has not confirmed yet, queued, on their way or kept while it does not answer (order total)"),
+	clusterKey("name", kindString, func(o *clusterconf.Options) any { return &o.Name }, "nodes with the same name form one bus"),
+	clusterKey("node_name", kindString, func(o *clusterconf.Options) any { return &o.NodeName }, "this node's name, unique in the cluster; empty for <hostname>-<port>"),
+	clusterKey("order", kindString, func(o *clusterconf.Options) any { return (*string)(&o.Order) }, `"total" (one order for every client) or "sender" (each sender's order, lower latency)`),
+	clusterKey("nats_url", kindString, func(o *clusterconf.Options) any { return &o.NATSURL }, "comma-separated URLs of an existing NATS"),
+	clusterKey("user", kindString, func(o *clusterconf.Options) any { return &o.User }, "user name for nats_url"),
+	clusterKey("password", kindSecret, func(o *clusterconf.Options) any { return &o.Password }, "password for nats_url"),
+	clusterKey("token", kindSecret, func(o *clusterconf.Options) any { return &o.Token }, "token for nats_url"),
+	clusterKey("creds", kindFile, func(o *clusterconf.Options) any { return &o.CredsFile }, "credentials file (JWT and nkey) for nats_url"),
+	clusterKey("tls_ca", kindFile, func(o *clusterconf.Options) any { return &o.TLSCA }, "PEM CA file that verifies nats_url's server"),
+	clusterKey("tls_cert", kindFile, func(o *clusterconf.Options) any { return &o.TLSCert }, "PEM client certificate for nats_url"),
+	clusterKey("tls_key", kindFile, func(o *clusterconf.Options) any { return &o.TLSKey }, "PEM client key for nats_url"),
+	clusterKey("listen", kindString, func(o *clusterconf.Options) any { return &o.Listen }, "host:port the NATS inside ovbus takes routes on"),
+	clusterKey("routes", kindList, func(o *clusterconf.Options) any { return &o.Routes }, "comma-separated nats://host:port of the other nodes' listen"),
+	clusterKey("advertise", kindString, func(o *clusterconf.Options) any { return &o.Advertise }, "host:port the other nodes reach listen at (NAT, proxy); empty for the address they see"),
+	clusterKey("route_token", kindSecret, func(o *clusterconf.Options) any { return &o.RouteToken }, "secret every node's listen requires of the others (the same on every node); empty for none"),
+	clusterKey("store_dir", kindString, func(o *clusterconf.Options) any { return &o.StoreDir }, "directory of the embedded JetStream's state; empty for a temporary one"),
+	clusterKey("lead", kindBool, func(o *clusterconf.Options) any { return &o.Lead }, "this node asks to lead the stream (order total): set it on the node whose clients send the most"),
+	clusterKey("replicas", kindCountOrZero, func(o *clusterconf.Options) any { return &o.Replicas }, "copies of the stream (order total); 0 for the nodes in routes plus this one, at most 3"),
+	clusterKey("stream_max_age", kindSeconds, func(o *clusterconf.Options) any { return &o.StreamMaxAge }, "seconds the stream keeps a frame (order total), and each node its own frames for others that missed them"),
+	clusterKey("stream_max_bytes", kindBytesOrZero, func(o *clusterconf.Options) any { return &o.StreamMaxBytes }, "bytes the stream keeps (order total), and each node of its own frames; 0 for 64 MiB or 2 × max_msg_size"),
+	clusterKey("max_inflight", kindCount, func(o *clusterconf.Options) any { return &o.MaxInflight }, "frames of this node the stream has not confirmed yet, queued, on their way or kept while it does not answer (order total)"),
 	{name: "log_level", env: env1("OVOS_BUS_LOG_LEVEL"), flag: "log-level", kind: kindLevel,
 		own: func(c *Config) any { return &c.LogLevel }, reload: bus.Live, doc: "DEBUG, INFO, WARNING, ERROR or CRITICAL"},
 }
@@ -133,7 +133,7 @@ func env1(name string) []string { return []string{name} }
 
 // clusterKey is the row of websocket.cluster.<name>: variable
 // OVOS_BUS_CLUSTER_<NAME>, flag --cluster-<name>.
-func clusterKey(name string, k *kind, field func(*cluster.Options) any, doc string) key {
+func clusterKey(name string, k *kind, field func(*clusterconf.Options) any, doc string) key {
 	return key{name: "cluster." + name, env: env1("OVOS_BUS_CLUSTER_" + strings.ToUpper(name)),
 		flag: "cluster-" + strings.ReplaceAll(name, "_", "-"), kind: k,
 		own: func(c *Config) any { return field(&c.Cluster) }, reload: bus.Restart, doc: doc}

@@ -2,13 +2,14 @@ package config
 
 import (
 	"flag"
-	"github.com/ovbus/ovbus/bus"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ovbus/ovbus/bus"
 )
 
 // fixture is a fake machine: every path Load reads points into a temporary

@@ -1,4 +1,4 @@
-package cluster
+package clusterconf
 
 import (
 	"errors"
@@ -52,14 +52,14 @@ func TestValidateNamesTheKeys(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
-	o := Options{Name: "home", Listen: "0.0.0.0:6222", Routes: []string{"nats://b:6222", "nats://c:6222", "nats://d:6222"}, MaxMsgSize: 50 << 20}.withDefaults()
+	o := Options{Name: "home", Listen: "0.0.0.0:6222", Routes: []string{"nats://b:6222", "nats://c:6222", "nats://d:6222"}, MaxMsgSize: 50 << 20}.WithDefaults()
 	if o.Order != OrderTotal || o.Replicas != 3 || o.StreamMaxBytes != 100<<20 || !strings.HasSuffix(o.NodeName, "-6222") {
 		t.Errorf("defaults: order %q replicas %d max bytes %d node %q", o.Order, o.Replicas, o.StreamMaxBytes, o.NodeName)
 	}
 	if err := (&Options{Name: "home", NodeName: o.NodeName, Listen: "0.0.0.0:6222"}).Validate(); err != nil {
 		t.Errorf("the default node name %q is not valid: %v", o.NodeName, err)
 	}
-	x := Options{Name: "home", NATSURL: "nats://a:4222", DefaultPort: 8181}.withDefaults()
+	x := Options{Name: "home", NATSURL: "nats://a:4222", DefaultPort: 8181}.WithDefaults()
 	if x.Replicas != 1 || !strings.HasSuffix(x.NodeName, "-8181") {
 		t.Errorf("external defaults: replicas %d node %q", x.Replicas, x.NodeName)
 	}
