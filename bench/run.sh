@@ -37,8 +37,8 @@
 #   --peers LIST which peers (default: all seven)
 #   --idle       also measure idle memory (IDLE_LEVELS, default 5000,19000)
 #   --preset LIST  fan-out scenarios (default seeds), e.g. 100x2000,1000x200
-#   --echo-preset LIST  echo scenarios (default std), a preset (std, echo: issue
-#                13's four) or CONNSxPAYLOAD[wWINDOW],... e.g. 1x300,1x300w64,1x1m
+#   --echo-preset LIST  echo scenarios (default std), a preset (std; echo: 1x300,
+#                1x300w64, 1x1m, 100x1kw16) or CONNSxPAYLOAD[wWINDOW],... e.g. 1x300,1x300w64,1x1m
 #   --crosscheck after each fan-out comparison, run the same scenarios on the
 #                same servers with the independent client (bench/peers/cmd/client
 #                fanout, gobwas/ws): NAME-crosscheck.txt beside NAME.md

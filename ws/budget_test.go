@@ -298,8 +298,8 @@ func (c *Conn) retainedBytes() int {
 	return n
 }
 
-// TestIdleAfterLargeMessage: after a large message (683 KiB, as in issue
-// 10), a connection read with NextMessage holds no more than it held when
+// TestIdleAfterLargeMessage: after a large message (683 KiB), a
+// connection read with NextMessage holds no more than it held when
 // idle before it (it may hold less: the small message buffer is made again
 // by the next message), plain and compressed, with and without the client's
 // context takeover.
