@@ -10,23 +10,21 @@ import (
 // Corking: the frames the readers of one round of the poller publish leave
 // in one write per receiver.
 //
-// An OVOS device's clients send a frame now and then, and the frames of
-// several clients often arrive together (one utterance sets off a cascade
-// of messages from several services). Woken at once for each, every
+// The frames of several clients often arrive together (one utterance sets
+// off a cascade of messages from several services); woken for each, every
 // receiver would be written once per frame. Instead, a reader on the poll
 // path holds a cork from the moment the poller claims it (every reader of
 // one wake-up is claimed before any starts: netpoll.RoundReader) until it
-// returns; while any cork is held a publish does not wake the sleepers but
-// marks the wake due, and the reader that lets go of the last cork wakes
-// them, writing their batches itself (it is done reading). uWebSockets
-// corks its sockets until its loop's iteration ends, to the same effect.
+// returns; while any cork is held a publish marks the wake due instead of
+// waking the sleepers, and the reader that lets go of the last cork wakes
+// them and writes their batches itself (as uWebSockets corks its sockets).
 //
-// A cork holds a wake back for little: a reader may wait (a pong to a full
-// socket, a closing handshake, pacing), so a due wake is also done by a
-// timer after corkBound, and a reader that has relayed corkFrames frames
-// since it last let go (a sender flooding) lets the due wake go and reads
-// on. Publishes of in-process senders and of portable-path readers are
-// held by the corks of a round in progress, and so by corkBound at most.
+// A reader may wait (a pong to a full socket, a closing handshake, pacing),
+// so a due wake is also done by a timer after corkBound, and a reader that
+// has relayed corkFrames frames since it last let go (a flooding sender)
+// lets the due wake go and reads on. Publishes of in-process senders and
+// of portable-path readers are held by a round in progress, so by
+// corkBound at most.
 const (
 	corkBound  = 500 * time.Microsecond
 	corkFrames = 64

@@ -13,58 +13,48 @@ import (
 // The fan-out engine.
 //
 // Every relayed frame is encoded once (a ws.PreparedMessage) and appended to
-// one shared log under one mutex, which gives every message a sequence number
-// and so one total order. Each receiver (a session's on-demand writer, the
+// one shared log under one mutex, which gives every message a sequence
+// number and so one total order. Each receiver (a session's writer, the
 // in-process dispatcher, a public Follower) is a follower (follow.go): it
-// reads the log at its own cursor, without locks, taking as many frames at a
-// time as there are (up to a batch limit); a session writes them in one
+// reads the log at its own cursor, without locks, taking as many frames at
+// a time as there are (up to a batch limit); a session writes them in one
 // system call.
 //
 // The plain frames of small messages are encoded back to back into shared
-// segments (segment), in the log's order, so that everything a follower has
-// not fetched yet in one segment is one slice: a client that takes every
-// frame as it is (no receive rule, no deflate) gets it with one write of
-// that slice (fetchRun), with no work per frame. A large frame, or every
-// frame when the byte bound is too small for segments, has a buffer of its
-// own, as a segment of one frame.
+// segments (segment), in the log's order, so that what a follower has not
+// fetched of one segment is one slice: a client that takes every frame as
+// it is (no receive rule, no deflate) gets it with one write (fetchRun). A
+// large frame, or every frame when the byte bound is too small for
+// segments, has a buffer of its own, as a segment of one frame.
 //
-// The log keeps the frames in [tail, head). The publisher releases old
-// entries as soon as every follower has fetched them, and never keeps more
-// than the queue bounds (MaxQueueMessages, MaxQueueBytes): a follower whose
-// cursor falls below the tail was further behind than the bounds allow, finds
-// its next entry gone and is closed as a slow consumer. The byte bound counts
-// what the log really holds: the plain frames, plus the compressed copies the
-// writers of deflate clients make of them (counted as they are made). So
-// memory is bounded by the bounds whatever the clients do. A shared segment
-// is held whole while any of its frames is in the log, so the byte bound
-// counts whole allocations of segments (arena): their size instead of the
-// frames in them.
+// The log keeps the frames in [tail, head). The publisher releases entries
+// once every follower has fetched them, and never keeps more than the
+// queue bounds (MaxQueueMessages, MaxQueueBytes): a follower whose cursor
+// falls below the tail finds its next entry gone and is closed as a slow
+// consumer. The byte bound counts what the log really holds: the plain
+// frames, the compressed copies that deflate clients' writers make of them
+// (counted as made), and whole shared segments (a segment is held while
+// any of its frames is in the log). So memory is bounded whatever the
+// clients do. When the bounds force the release of an entry that some
+// followers still need, those are cut at once (cutBehind) and told through
+// their owner's onCut, which gives a session's blocked write a tenth of
+// write_timeout to finish instead of all of it.
 //
-// The allocations of shared segments (arena) and the slabs of their
-// entries are recycled instead of new ones once no reader can still read
-// them (see arena): out of the log, before what every session's writer
-// reports it may still read (followerOwner.holds, taken at trim's scan),
-// and never once a follower without an owner (Follower, the in-process
-// dispatcher) joined, whose frames are handed to code that may keep them.
-// So a bus whose clients keep up publishes without allocating (the
-// collector's cycles, the zeroing and first touch of new segments were a
-// third of the cost of a message). The few kept for it (recycleKeep,
+// Shared segments and entry slabs are recycled once no reader can still
+// read them (see arena): out of the log, before what every session's writer
+// may still read (followerOwner.holds, taken at trim's scan), and never
+// once a follower without an owner (Follower, the in-process dispatcher)
+// joined, whose frames go to code that may keep them. So a bus whose
+// clients keep up publishes without allocating. The few kept (recycleKeep,
 // slabKeep) are let go by the memory release (memrelease.go).
 //
 // The publisher never waits for anyone and does O(1) work per message
 // however many followers sleep: it wakes up to inlineWakes sleepers with a
-// wake channel itself and hands sessions, and more than inlineWakes
-// sleepers, to a waker goroutine (wakeSleepers), which wakes every follower
-// that sleeps at a cursor the log has passed, outside the lock, while the
-// publisher goes on, and writes the sessions' batches itself when their
-// sockets take them at once (session.wake); once in a while the publisher
-// scans the followers' cursors to release what everybody has fetched.
-//
-// When the bounds force the release of an entry that some followers still
-// need, those followers are cut at once (cutBehind): taken out of the log and
-// told through their owner's onCut, which for a session gives a write that is blocked on a
-// client that reads nothing a tenth of write_timeout to finish, instead of
-// all of it.
+// wake channel itself and hands the rest, and every session, to a waker
+// goroutine (wakeSleepers), which wakes them outside the lock and writes
+// the sessions' batches itself when their sockets take them at once
+// (session.wake). Once in a while the publisher scans the followers'
+// cursors to release what everybody has fetched.
 
 // entry is one message of the log. It is immutable once published. The
 // entries of frames in shared segments are carved from slabs (entrySlab)
@@ -97,15 +87,13 @@ type entry struct {
 	route *route
 }
 
-// segment holds the plain frames of consecutive entries back to back: the
-// entries from the first to end in it, at increasing offsets, with no gap.
-// A shared one is filled under hub.mu up to its capacity, or until a frame
-// of a buffer of its own comes, and then sealed: endSeq and endLen are set
-// before any entry of a later segment is published, so a follower that saw
-// such an entry sees them. The bytes of a published frame never change.
-// When a segment is sealed early, the rest of its buffer becomes the next
-// segment (the two share one allocation), so frames of their own among
-// small ones do not cost a new buffer each.
+// segment holds the plain frames of consecutive entries back to back, at
+// increasing offsets, with no gap. A shared one is filled under hub.mu up
+// to its capacity, or until a frame with a buffer of its own comes, and
+// then sealed: endSeq and endLen are set before any entry of a later
+// segment is published, so a follower that saw such an entry sees them.
+// The bytes of a published frame never change. The rest of an early-sealed
+// segment's buffer becomes the next segment (one allocation for both).
 type segment struct {
 	buf    []byte // the segment's part of its allocation: from its start to the end
 	shared bool   // false: one large frame of its own
@@ -264,11 +252,10 @@ func (h *hub) growRing(r *ring) *ring {
 }
 
 // publishFrame encodes a data frame of type op (copying payload) and
-// appends it to the log as an entry with meta's born, mtype, origin, to and route
-// (meta itself is not kept). A small frame is encoded into the shared
-// segment, its entry carved from the slab, under the lock (segments and
-// slabs are allocated outside it); a large one beforehand into a buffer of
-// its own.
+// appends it to the log with meta's born, mtype, origin, to and route (meta
+// itself is not kept). A small frame is encoded into the shared segment
+// under the lock (segments and slabs are allocated outside it); a large
+// one beforehand into a buffer of its own.
 func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOptions, meta *entry) error {
 	n := ws.PreparedFrameSize(len(payload))
 	h.mu.Lock()

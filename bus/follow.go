@@ -66,11 +66,10 @@ type follower struct {
 	maxMsgs  uint64
 	maxBytes int64
 	// wake receives a token when the follower sleeps and a message arrives,
-	// unless owner is set: then owner.wake is called instead (see
-	// followerOwner), for a reader with no goroutine waiting on wake: that
-	// is how a session starts its writer only when it has something to
-	// write (session.wake). A wake may come late, after the follower woke
-	// for another reason: it then finds nothing new, and sleeps again.
+	// unless owner is set: then owner.wake is called instead (followerOwner),
+	// which is how a session starts its writer only when it has something to
+	// write. A wake may come late: the follower then finds nothing new and
+	// sleeps again.
 	wake     chan struct{}
 	owner    followerOwner
 	idx      int    // position in hub.followers (under hub.mu)
@@ -100,18 +99,17 @@ type follower struct {
 	seenAt     int64
 }
 
-// followerOwner is what a follower without a waiting goroutine is run by
-// (a session): wake is called instead of the wake token, once per sleep,
-// outside the hub's lock, on the publisher's or the waker's goroutine, and
-// must not block; how says who calls and what it may do (see wakeHow), and
-// it reports whether the waker must call it again (wakeAgain or
-// wakeHandOff). onCut is called when the hub cut the follower (cuts). An
-// interface, not two func fields: a session is its own owner and costs no
-// closures. holds returns the sequence number of the oldest
-// frame whose bytes its reader may still read (a writer's batch being
-// written), or released: the shared segments before it may be recycled
-// (see arena). It must not be above the cursor the reader fetches from
-// next, and may be read at any time, under the hub's lock.
+// followerOwner runs a follower that has no waiting goroutine (a session;
+// an interface rather than func fields, so a session is its own owner and
+// costs no closures). wake replaces the wake token: called once per sleep,
+// outside the hub's lock, on the publisher's or the waker's goroutine, it
+// must not block; how says who calls and what it may do (wakeHow), and it
+// reports whether the waker must call it again. onCut is called when the
+// hub cut the follower (cuts). holds returns the sequence number of the
+// oldest frame its reader may still read (a batch being written), or
+// released: shared segments before it may be recycled (arena). It must not
+// be above the reader's next cursor, and may be read at any time under the
+// hub's lock.
 type followerOwner interface {
 	wake(how wakeHow) (again bool)
 	onCut()

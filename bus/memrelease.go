@@ -11,55 +11,45 @@ import (
 
 // Handing a burst's memory back to the operating system.
 //
-// After a burst of large messages every connection is back to its idle size
-// at once (ws, "Memory"), but the process is not: the Go runtime keeps the
-// burst's pooled message buffers (sync.Pools, emptied over two collections),
-// its garbage until the next collection (on a quiet process the runtime's
-// forced one, every two minutes), and the pages both free only as fast as
-// its background scavenger returns them. 1 000 connections that had each
-// sent one 683 KiB message kept 38–52 KiB of RSS each instead of 26 for a
-// minute or more. A burst of connection setups is the same: each handshake
-// leaves net/http's request, header maps and bufio buffers behind, several
-// times what the idle connection keeps, and 19 000 idle connections held
-// about twice their live heap in RSS.
-//
-// So the bus releases memory after either kind of burst:
+// After a burst of large messages every connection is back to its idle
+// size at once (ws, "Limits and memory"), but the process is not: the Go
+// runtime keeps the burst's pooled buffers (sync.Pools, emptied over two
+// collections), its garbage until the next collection (on a quiet process
+// the forced one, every two minutes), and returns the pages only as fast
+// as its background scavenger does. A burst of handshakes is the same:
+// each leaves net/http's request, header maps and bufio buffers behind,
+// several times what the idle connection keeps. So the bus releases memory
+// after either kind of burst:
 //
 //   - messages: when the in-flight budget (max_inflight_bytes, ws.Budget)
 //     falls to releaseLow after at least releaseMinBurst bytes of messages
 //     longer than ws.BudgetFree were charged to it (Budget.OnDrained: the
 //     volume counts, not how many were read at once);
-//   - handshakes: when at least releaseMinAccepts WebSocket handshakes
-//     (accepted or failed) were made since the last release (noteAccept).
+//   - handshakes: when at least releaseMinAccepts handshakes (accepted or
+//     failed) were made since the last release (noteAccept).
 //
-// The bus then waits until the burst is over: no such message has started
-// or grown (Budget.Charged unchanged, at most releaseLow held) and no
-// handshake was made for releaseQuiet; and until the fan-out has paused
-// for releaseQuiet: every follower had fetched up to the head of the log
-// (hub.fanningOut) and every client had been written up to it
-// (Server.flushed, for the writes of a fan-out go on long after its last
-// fetch) at the start of that time, and no frame was appended since. A release is two collections of the whole heap: done
-// while thousands of clients are being written to, it is paid by that
-// fan-out's deliveries and delays them (after 10 000 handshakes it landed
-// in the next fan-out to all of them); a bus whose clients keep
-// up is between fan-outs most of the time. It releases only when that is worth
-// a collection, whose cost is in proportion to the live heap (a heap of many
-// idle connections is not walked for a small burst): the messages charged at
-// least an eighth of the live heap, or the memory the heap holds (mapped and
-// not returned, runtime/metrics) grew since the last release by
-// releaseMinBurst or an eighth of the live heap. A release is one
-// collection (it moves the pools to their victim caches) and
-// debug.FreeOSMemory (a second collection, which frees them, then every free
-// page returned to the OS). The releases take at most 1/releaseShare of one
-// CPU: the next one waits at least releaseShare times the CPU time the last
-// one took (the runtime's GC and scavenger time less its idle mark time,
-// runtimeStats), and at
-// least releaseInterval; a burst that ends sooner is handled when that wait
-// is over. Bursts that keep coming with less than releaseQuiet between them
-// release nothing until they stop. Each release is counted
-// (ovbus_memory_releases_total) and logged at debug level with what caused
-// it. The memory of the fan-out log (max_queue_bytes) is not a trigger: it
-// is left to the runtime.
+// It waits until the burst is over (Budget.Charged unchanged, at most
+// releaseLow held, no handshake for releaseQuiet) and the fan-out has
+// paused for releaseQuiet: every follower had fetched up to the head of
+// the log (hub.fanningOut) and every client had been written up to it
+// (Server.flushed: a fan-out's writes go on long after its last fetch),
+// with no frame appended since. A release is two collections of the whole
+// heap, which would delay a fan-out's deliveries; a bus whose clients keep
+// up is between fan-outs most of the time.
+//
+// It releases only when that is worth a collection, whose cost grows with
+// the live heap: the messages charged at least an eighth of the live heap,
+// or the heap's mapped memory (runtime/metrics) grew since the last
+// release by releaseMinBurst or an eighth of the live heap. A release is
+// one collection (moving the pools to their victim caches) and
+// debug.FreeOSMemory (a second one, which frees them and returns every
+// free page). Releases take at most 1/releaseShare of one CPU: the next
+// waits at least releaseShare times the CPU time the last took (GC and
+// scavenger time less idle mark time, runtimeStats), and at least
+// releaseInterval. Bursts less than releaseQuiet apart release nothing
+// until they stop. Each release is counted (ovbus_memory_releases_total)
+// and logged at debug level with its cause. The fan-out log's memory
+// (max_queue_bytes) is not a trigger: it is left to the runtime.
 const (
 	releaseMinBurst   = 16 << 20
 	releaseMinAccepts = 1024

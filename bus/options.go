@@ -75,13 +75,11 @@ func DefaultQueueBytes(maxMsgSize int64) int64 {
 }
 
 // DefaultInflightBytes returns the MaxInflightBytes used when it is zero:
-// DefaultMaxInflightBytes, or three times maxMsgSize when that is larger. A
-// compressed message of the limit holds up to twice its size while it is
-// read (its compressed bytes, collected until its last frame, and the
-// inflated message), so one such message always passes, with room to spare
-// for everyone else's; and 100 connections sending deflate bombs hold at
-// most this much at once (about twice that in RSS, with the garbage
-// collector's headroom), where each could otherwise hold the limit.
+// DefaultMaxInflightBytes, or three times maxMsgSize when that is larger.
+// A compressed message of the limit holds up to twice its size while it is
+// read (its compressed bytes and the inflated message), so one such
+// message always passes with room for everyone else's, and clients sending
+// deflate bombs together hold at most this much, not the limit each.
 func DefaultInflightBytes(maxMsgSize int64) int64 {
 	return max(DefaultMaxInflightBytes, 3*maxMsgSize)
 }
@@ -130,14 +128,13 @@ type Options struct {
 	// MaxQueueMessages and MaxQueueBytes bound how far one client may fall
 	// behind the bus, and so what the fan-out log holds. A client further
 	// behind is closed as a slow consumer (docs/protocol.md §3); nobody else
-	// loses a message. The bytes are what the log really holds: the plain
-	// frames plus the compressed copies made for deflate clients, so with
-	// deflate clients connected a client may fall less far behind (down to
-	// about half). A client that drains but lags by more than half a
-	// bound slows the socket senders (by at most 2 ms per message, or the
-	// message's size at 16 MiB/s) until it catches up; one that lags that
-	// far and takes nothing for a tenth of WriteTimeout is cut then (see
-	// hub.pace). A zero MaxQueueBytes is
+	// loses a message. The bytes are what the log really holds, compressed
+	// copies for deflate clients included, so with deflate clients connected
+	// a client may fall less far behind (down to about half). A client that
+	// drains but lags by more than half a bound slows the socket senders (by
+	// at most 2 ms per message, or the message's size at 16 MiB/s) until it
+	// catches up; one that lags that far and takes nothing for a tenth of
+	// WriteTimeout is cut (hub.pace). A zero MaxQueueBytes is
 	// DefaultQueueBytes(MaxMsgSize).
 	MaxQueueMessages int   `ovbus:"max_queue_messages,live"`
 	MaxQueueBytes    int64 `ovbus:"max_queue_bytes,live"`
@@ -186,14 +183,13 @@ type Options struct {
 	DisableCompression bool `ovbus:"compression,restart"`
 	// Compression sets the deflate level and threshold (zero: ws defaults).
 	Compression ws.CompressionOptions `ovbus:"compression,restart"`
-	// CompressionContext is how many bytes of what a deflate client was
-	// sent its next messages are compressed against, where the client
-	// allows it (context takeover, ws.CompressionOptions.Context): small,
-	// repetitive OVOS messages take a fraction of the bytes, for this many
-	// bytes kept per such client and a compression per client and message
-	// instead of one per message (bench/cmd/deflatemix measures both). 0
-	// means DefaultCompressionContext; a negative value compresses each
-	// message once for every deflate client, without context. Apply
+	// CompressionContext is how many bytes of what a deflate client was sent
+	// its next messages are compressed against, where the client allows it
+	// (context takeover, ws.CompressionOptions.Context): small, repetitive
+	// OVOS messages shrink to a fraction, for this many bytes kept per such
+	// client and one compression per client and message instead of one per
+	// message. 0 means DefaultCompressionContext; a negative value compresses
+	// each message once for every deflate client, without context. Apply
 	// changes it for new connections.
 	CompressionContext int `ovbus:"compression_context,live"`
 
@@ -396,9 +392,8 @@ func (o *Options) validate() error {
 	return errors.Join(errs...)
 }
 
-// originAllowed reports whether an upgrade with this Origin is accepted.
-// acceptCompression is what a new connection compresses with: the
-// level and threshold, and the context kept per client.
+// acceptCompression is what a new connection compresses with: the level
+// and threshold, and the context kept per client.
 func (o *Options) acceptCompression() ws.CompressionOptions {
 	co := o.Compression
 	co.Context = max(o.CompressionContext, 0) // negative: none

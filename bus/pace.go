@@ -36,21 +36,20 @@ func (h *hub) setPace(maxMsgs int, maxBytes int64) {
 
 // Pacing. The publisher never waits, but a sender's reader may. A client
 // that reads as fast as it can still falls behind a sender that writes
-// faster than the bus can copy to everyone, and with small bounds it was cut
-// like a stalled one (three clients cut in one millisecond). So,
-// after relaying a frame, a socket sender's reader checks whether the log is
-// more than half a bound long (a few atomic loads); only then does it look
-// at the followers (pressured) and wait, in paceStep sleeps, while some
-// session is that far behind and still draining (its cursor moved within
-// paceFresh): at most paceMin per frame, or the frame's size at paceRate
-// when that is longer, so that a client draining at paceRate or faster
-// keeps up with any sender, and one that drains slower cannot hold the
-// senders below that. TCP then slows the sender to what the clients take.
-// A session that far behind whose cursor has not moved for stallAfter (a
-// tenth of write_timeout) is cut there and then: it reads nothing, and would
-// otherwise pin its kernel buffer and its part of the log until
-// write_timeout. So a client that reads nothing slows the senders for at
-// most paceFresh, once.
+// faster than the bus can copy to everyone, and with small bounds would be
+// cut like a stalled one. So, after relaying a frame, a socket sender's
+// reader checks whether the log is more than half a bound long (a few
+// atomic loads); only then does it look at the followers (pressured) and
+// wait, in paceStep sleeps, while some session is that far behind and
+// still draining (its cursor moved within paceFresh): at most paceMin per
+// frame, or the frame's size at paceRate when that is longer, so a client
+// draining at paceRate keeps up with any sender, and a slower one cannot
+// hold the senders below that. TCP then slows the sender to what the
+// clients take. A session that far behind whose cursor has not moved for
+// stallAfter (a tenth of write_timeout) is cut there and then, rather than
+// pinning its kernel buffer and its part of the log until write_timeout.
+// So a client that reads nothing slows the senders for at most paceFresh,
+// once.
 const (
 	paceFresh = 100 * time.Millisecond
 	paceStep  = 200 * time.Microsecond

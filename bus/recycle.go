@@ -30,15 +30,13 @@ type recycling struct {
 // bound from the moment frames go into it until it is retired (frames go
 // into another) and none of its frames is left in the log. Under hub.mu.
 //
-// A retired arena is recycled (hub.recycle) instead of a new allocation
-// once no reader can still read its bytes: none of its frames is left in
-// the log, every follower with an owner (a session's writer) reports
-// through followerOwner.holds that it holds no frame before end, and no
-// follower without an owner could ever read it (escaped). Those followers
-// (Follower, the in-process dispatcher) hand their frames' payloads out to
-// code that may keep them as long as it likes (Frame.Payload), so every
-// arena frames go into from the first such join on is escaped, for good;
-// the garbage collector frees those.
+// A retired arena is recycled (hub.recycle) once no reader can still read
+// its bytes: none of its frames is in the log, every follower with an owner
+// reports through followerOwner.holds that it holds no frame before end,
+// and no follower without an owner could ever read it (escaped). Those
+// (Follower, the in-process dispatcher) hand payloads to code that may keep
+// them (Frame.Payload), so every arena used from the first such join on is
+// escaped for good and left to the garbage collector.
 type arena struct {
 	buf     []byte // the whole allocation
 	size    int
@@ -171,12 +169,11 @@ func (h *hub) dropRecycled() {
 
 // heldDeparted returns the smaller of m and the oldest frame a reader of a
 // follower that left the log may still read (followerOwner.holds), and
-// forgets the departed ones that hold none any more. With what trim's scan
-// finds for the followers in the log, that is the oldest frame any reader
-// may still read (holdMin). Every later reader holds no less: a reader
-// never goes back before what it reported, and one that joins later reads
-// from the head on. So whatever is before it and out of the log may be
-// recycled. The caller holds mu.
+// forgets the departed ones that hold none any more. With trim's scan of
+// the followers in the log, that is the oldest frame any reader may still
+// read (holdMin): a reader never goes back before what it reported, and
+// one that joins later reads from the head on, so whatever is before it
+// and out of the log may be recycled. The caller holds mu.
 func (h *hub) heldDeparted(m uint64) uint64 {
 	for f := range h.departed {
 		if x := f.owner.holds(); x != released {

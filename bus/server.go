@@ -59,11 +59,10 @@ const (
 
 // MaxHeaderBytes bounds the request line and headers of an HTTP request to
 // the bus (the WebSocket upgrade, /health), instead of net/http's 1 MiB: a
-// client that sends more gets 431 and is closed, so unfinished handshakes
-// hold at most about this much each (net/http reads up to 4 KiB past it)
-// until handshake_timeout. 32 KiB is what common front ends accept (nginx's
-// large_client_header_buffers 4 × 8 KiB) and holds a browser's cookies for
-// one site with room to spare; OVOS clients send a few hundred bytes.
+// client that sends more gets 431 and is closed, so an unfinished
+// handshake holds about this much at most until handshake_timeout. It is
+// what common front ends accept (nginx: 4 × 8 KiB) and holds a browser's
+// cookies for one site; OVOS clients send a few hundred bytes.
 const MaxHeaderBytes = 32 << 10
 
 // Server is an OVOS message bus: an http.Handler that upgrades its route to
@@ -506,15 +505,13 @@ func (s *Server) removeSession(c *session, ci CloseInfo) {
 }
 
 // Shutdown stops the bus: it stops accepting connections and relaying new
-// frames, lets the writers flush what is queued for up to ShutdownTimeout
-// (or until ctx ends), then drops every connection without a close frame, or
-// closes it with 1001 when CloseFramesOnShutdown is set (a client whose
-// socket does not take the close frame in time is dropped). The flush
-// stops up to a second (a quarter of ShutdownTimeout at most) before
-// ShutdownTimeout, to leave that time to the close frames. It returns when
-// the connections are gone, within ShutdownTimeout (plus the time goroutines
-// take to see their connections closed) whatever the clients do, or with
-// ctx's error if ctx ends first.
+// frames, lets the writers flush what is queued until ShutdownTimeout less
+// shutdownGrace (or until ctx ends), then drops every connection without a
+// close frame, or closes it with 1001 when CloseFramesOnShutdown is set (a
+// client whose socket does not take the close frame in time is dropped).
+// It returns when the connections are gone, within ShutdownTimeout (plus
+// the time goroutines take to see their connections closed) whatever the
+// clients do, or with ctx's error if ctx ends first.
 func (s *Server) Shutdown(ctx context.Context) error {
 	first := false
 	s.shutOnce.Do(func() { first = true })

@@ -28,25 +28,21 @@ import (
 // Who runs what. A session owns no goroutine while it is idle:
 //
 //   - the writer runs only while the log holds frames the client has not
-//     been sent: the hub's waker is the writer for as long as the socket
-//     takes each batch at once (wake, writeInline: one goroutine writes for
-//     every session woken by a publish); otherwise, and for clients with a
-//     receive rule or deflate, a goroutine (writeTask, started by
-//     wakeWriter) writes until it has caught up, sleeps in the hub and
-//     returns. Their batch buffers come from writeBatches.
-//   - these goroutines, the waker and the poll path's readers are tasks
-//     run by the pool of bus/internal/workers: goroutines kept, a few at
-//     most, for the next task once theirs is done, so that each does not
-//     grow a fresh stack again.
+//     been sent. While the socket takes each batch at once, the hub's waker
+//     writes for every session a publish woke (wake, writeInline);
+//     otherwise, and for clients with a receive rule or deflate, a
+//     goroutine (writeTask, started by wakeWriter) writes until it has
+//     caught up, sleeps in the hub and returns. Batch buffers come from
+//     writeBatches.
+//   - these goroutines, the waker and the poll path's readers are tasks of
+//     the bus/internal/workers pool, which keeps a few goroutines (and
+//     their grown stacks) for the next task.
 //   - the reader, on Linux over plain TCP (the poll path, poll.go and
 //     bus/internal/netpoll), runs only while the socket has bytes: the
-//     poller's epoll loop starts readReady when the socket is readable,
-//     which relays what is there (nonblock.NextMessage: the receive and
-//     message buffers come from ws's pools and go back once the bytes are
-//     consumed) and arms the poller again. Elsewhere (TLS, other systems,
-//     or pollDisabled) the reader is a goroutine per session (readLoop),
-//     blocked in ws.Conn.NextMessage, whose receive buffer ws gives back
-//     while it waits only on Linux.
+//     poller starts readReady when it is readable, which relays what is
+//     there (nonblock.NextMessage, buffers from ws's pools) and arms the
+//     poller again. Elsewhere (TLS, other systems, pollDisabled) the reader
+//     is a goroutine per session (readLoop) blocked in ws.Conn.NextMessage.
 //
 // Each side ends once (sideDone): s.wg counts both, and the connection
 // leaves max_connections when both have ended.
@@ -103,12 +99,9 @@ type session struct {
 	// The writer: wpend counts the wakes since the running writer started
 	// (0: none runs; only the wake that makes it 1 starts one), wended is
 	// set by the writer that saw the session end. wdeadline is the write
-	// deadline last set; only the running writer touches it.
-	//
-	// sidx is the session's place in Server.sessions while it is there,
-	// else -1 (under Server.mu).
-	//
-	// (The small fields are packed together.)
+	// deadline last set; only the running writer touches it. sidx is the
+	// session's place in Server.sessions while it is there, else -1 (under
+	// Server.mu). The small fields are packed together.
 	wpend  atomic.Int32
 	wended atomic.Bool
 	// ownDeflate: the client's deflate frames are compressed for it alone,
@@ -320,14 +313,12 @@ func (c *session) wakeWriter() {
 
 // wake is c's follower's (followerOwner, wakeHow), called outside the hub's
 // lock: by the publisher itself (wakeStart: it starts a writer goroutine,
-// so that the publisher's reader goes on reading), or by the hub's waker
-// goroutine, which wakes every sleeper at once (wakeInline): then, when c
-// takes every frame as it is (runs) and no writer runs, the waker becomes
-// c's writer and writes its batches itself, one per round (wakeAgain),
-// each with a system call that never waits (writeInline), until c has
-// caught up or the waker hands c to a writer goroutine (wakeHandOff). Only
-// what the socket does not take at once is left to a writer goroutine. So
-// a publish that wakes many sessions starts one goroutine, not one per
+// so that the publisher's reader goes on reading), or by the hub's waker,
+// which wakes every sleeper at once (wakeInline): when c takes every frame
+// as it is and no writer runs, the waker becomes c's writer for one batch
+// per round (wakeAgain, writeInline, with system calls that never wait)
+// until c has caught up or is handed to a writer goroutine (wakeHandOff).
+// So a publish that wakes many sessions starts one goroutine, not one per
 // session, and a client that reads nothing never holds up the waker.
 func (c *session) wake(how wakeHow) bool {
 	switch how {
@@ -349,18 +340,15 @@ func (c *session) wake(how wakeHow) bool {
 }
 
 // writeInline is one batch of c's writer on the waker (wpend is c's, see
-// wake): it takes what the log holds for c and writes it without waiting,
-// and reports that it did (the waker then calls it again, or hands c on).
-// Taking when there is nothing puts c's follower to sleep in the hub, and
-// c has no writer any more; so does a batch that leaves c at the head of
-// the log: c takes once more at once, while its state is in the cache,
-// instead of in the waker's next round (with 10 000 sessions woken, that
-// round was a second pass over all of them). Anything else — a
-// socket that does not take all of it, a cut, the end — goes to a writer
-// goroutine (writeTask) with the batch, or what is left of it. The log's
-// order is kept: nothing else writes to c meanwhile (wpend), and a write
-// cut part way holds the Conn's write lock until the rest is out
-// (nonblock.TryWrite).
+// wake): it takes what the log holds for c, writes it without waiting, and
+// reports that it did. Taking when there is nothing puts c's follower to
+// sleep in the hub; so does a batch that leaves c at the head of the log,
+// after one more take at once, while c's state is in the cache, rather
+// than in the waker's next round. Anything else (a socket that does not
+// take it all, a cut, the end) goes to a writer goroutine (writeTask) with
+// what is left. The log's order is kept: nothing else writes to c
+// meanwhile (wpend), and a write cut part way holds the Conn's write lock
+// until the rest is out (nonblock.TryWrite).
 func (c *session) writeInline() (again bool) {
 	wb := writeBatches.Get().(*writeBatch)
 	for taken := 0; ; taken++ {
@@ -587,13 +575,12 @@ func (c *session) wrote(cursor uint64, cumBytes int64) {
 }
 
 // slowConsumer closes a session that fell too far behind (docs/protocol.md
-// §3). When the stream is intact (no write failed part way), it sends 1008
-// "slow consumer", written within closeTimeout, before the TCP connection is
-// closed; otherwise (a write timed out or was interrupted part way through a
-// frame) it drops the connection without a close frame. Either way the close
-// is counted as slow_consumer with why as its detail. Nobody else is
-// affected. It runs on the writer: ws.Conn.Close may run concurrently with
-// the reader, which reads on until the connection drops.
+// §3): with the stream intact it sends 1008 "slow consumer", written within
+// closeTimeout, before closing the TCP connection; after a write failed
+// part way through a frame it drops the connection without a close frame.
+// Either way the close counts as slow_consumer with why as its detail, and
+// nobody else is affected. It runs on the writer: ws.Conn.Close may run
+// concurrently with the reader, which reads on until the connection drops.
 func (c *session) slowConsumer(why string, intact bool) {
 	lagMsgs, lagBytes := c.f.lag()
 	code := ws.StatusPolicyViolation

@@ -1,14 +1,11 @@
 package bus
 
-// Capacity after a peak of connections. Slices keep their
-// capacity, so after P connections have come and gone the server's sessions
-// and the hub's followers and sleepers would keep what P of them needed.
-// Each is reallocated to its size once it has fallen to a quarter of its
-// capacity, when that was at least shrinkMin: an idle bus then holds what its
-// connections need, not what its busiest moment needed. The Go runtime
-// keeps one descriptor for each goroutine that ever ran at the same time
-// (a few hundred bytes each, reused, never freed: two per connection of
-// the peak), which no program can give back.
+// Capacity after a peak of connections: slices keep their capacity, so the
+// server's sessions and the hub's followers and sleepers would keep what
+// the peak needed. Each is reallocated to its size once it has fallen to a
+// quarter of a capacity of at least shrinkMin. (The Go runtime keeps a
+// descriptor for each goroutine that ever ran at once, which no program
+// can give back.)
 const shrinkMin = 1024
 
 // shrinkSessions returns ss, or a copy of it sized to its length when that

@@ -30,7 +30,7 @@ const (
 // A forced release looks for the followers it cuts at most once per
 // cutScanMessages published or cutScanInterval, so that a follower hovering
 // at its bound does not make every publish scan. A follower it misses finds
-// its entry gone on its next fetch, as before.
+// its entry gone on its next fetch.
 const (
 	cutScanMessages = 64
 	cutScanInterval = 10 * time.Millisecond

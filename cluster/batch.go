@@ -32,9 +32,7 @@ import (
 //	Ovbus-Batch   the number of frames, when more than one
 //
 // Every receiver puts an origin's frames into its log in the origin's
-// numbering, once each: a frame that arrives twice (over the stream and
-// directly, or replayed) is dropped, one that arrives ahead of a missing one
-// waits for it (inbox.go). That is what keeps each sender's order through
+// numbering, once each (inbox.go): that keeps each sender's order through
 // every fault, whatever path a frame took.
 const (
 	hdrOrigin = "Ovbus-Origin"

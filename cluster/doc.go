@@ -24,17 +24,15 @@
 //
 // With Options.NATSURL the node connects to an existing NATS server or
 // cluster (nats.go; user and password, token or creds file, TLS). With
-// Options.Listen and Routes it runs nats-server inside the process
-// (server.NewServer): the nodes route to each other and form a NATS
-// cluster, with JetStream for order "total", and nothing else to install.
-// The node talks to its embedded server over a client port on 127.0.0.1,
-// with a random port and a random token (not in-process: node.go says
-// why). Without Options.RouteToken the route port takes any node that
-// reaches it: keep it on a trusted network, or give every node the same
-// RouteToken (the embedded server's cluster authorization: a node without
-// it is refused, and the refusals are logged as "authentication error",
-// once a minute). The routes carry
-// no compression (s2 costs CPU per message and, on a LAN, saves nothing).
+// Options.Listen and Routes it runs nats-server inside the process: the
+// nodes route to each other and form a NATS cluster, with JetStream for
+// order "total", and nothing else to install. The node talks to its
+// embedded server over a loopback client port with a random token (not
+// in-process: node.go says why). Without Options.RouteToken the route port
+// takes any node that reaches it: keep it on a trusted network, or give
+// every node the same RouteToken (a node without it is refused, logged as
+// "authentication error" once a minute). The routes carry no compression:
+// s2 costs CPU per message and saves nothing on a LAN.
 //
 // A frame crosses NATS as the data of a NATS message, unchanged; frames
 // already queued when a message goes out (a burst) share one message, each
@@ -66,59 +64,53 @@
 // its log; Sequence queues it (at most MaxInflight), and one publisher
 // numbers what is queued and hands it to the stream (outbox.go): core NATS
 // with a reply subject, pipelined, never retried by a library behind the
-// frames that follow. The stream's leader republishes each message once
-// stored, in the stream's order, on core NATS; every node subscribes and
-// puts what it reads into its log, its own frames included (stream.go). So
-// every client on every node sees the stream's order, one sequence for all.
-// The cost: a frame reaches even its own node's clients only after a round
-// trip to the stream's leader and a quorum of its copies. A frame sent on
-// the leader's node skips the route to the leader: Options.Lead asks for
-// the leadership for the node whose clients send the most (once its link is
-// up and its copy current, again after each time it comes back or loses
-// it). Across a network that saves a round trip per frame; with three nodes
-// on one machine the gain was within the noise.
+// frames that follow. The stream's leader republishes each stored message,
+// in the stream's order, on core NATS; every node puts what it reads into
+// its log, its own frames included (stream.go). So every client on every
+// node sees one sequence. The cost: a frame reaches even its own node's
+// clients only after a round trip to the stream's leader and a quorum of
+// its copies. Options.Lead asks for the leadership for the node whose
+// clients send the most (once its link is up and its copy current, again
+// each time it comes back or loses it), saving that node's frames the
+// route to the leader.
 //
-// When the stream does not answer — nobody leads it (its leader died and
-// the others elect another, which nats-server's raft takes 4–9 s to do), or
-// this node has no route to its leader, or the leader leaves a message
-// unconfirmed for 500 ms (frozen, cut off) — the node does not go deaf: it
-// relaxes. After a refusal it first offers the oldest unconfirmed message
-// again for 250 ms (a leadership handed over on purpose has no leader for
-// tens of milliseconds); then every unconfirmed message, and every new one,
-// is delivered to this node's clients at once and sent directly to the
-// other nodes, which deliver it in its origin's order, as order "sender"
-// does. Meanwhile the oldest unconfirmed message is offered to the stream
-// every 200 ms; once the stream takes it, the rest follows in order and new
-// frames go to the stream again. The stream so ends up holding every frame
-// (a node that missed the direct copies gets them from it), and every node
-// drops the copies it already has. During such a window each sender's order
-// holds but two frames of different senders may reach the clients of two
-// nodes in different orders: the window is logged when it opens and closes,
-// shown in /health ("relaxed"), in ovbus_cluster_order_relaxed and
-// ovbus_cluster_relaxed_windows_total, and every frame a node delivered
-// outside the stream's order is counted in
-// ovbus_cluster_relaxed_frames_total. A sequencer of our own on a lease kept
-// in a KV bucket would not fail over faster: the bucket is a stream too,
-// and its leader's death costs the same election (bench/cmd/clusterfloor
-// -failover measures both).
+// When the stream does not answer (nobody leads it while the others elect
+// a new leader, which nats-server's raft takes seconds to do; this node has
+// no route to its leader; or the leader leaves a message unconfirmed for
+// 500 ms), the node does not go deaf: it relaxes. After a refusal it first
+// offers the oldest unconfirmed message again for 250 ms (a leadership
+// handed over on purpose has no leader for tens of milliseconds); then
+// every unconfirmed message, and every new one, is delivered to this
+// node's clients at once and sent directly to the other nodes, which
+// deliver it in its origin's order, as order "sender" does. Meanwhile the
+// oldest unconfirmed message is offered to the stream every 200 ms; once
+// the stream takes it, the rest follows in order and new frames go to the
+// stream again. The stream so ends up holding every frame, and every node
+// drops the copies it already has. During such a window each sender's
+// order holds but two frames of different senders may reach the clients of
+// two nodes in different orders: the window is logged when it opens and
+// closes, shown in /health ("relaxed"), in ovbus_cluster_order_relaxed and
+// ovbus_cluster_relaxed_windows_total, and every frame delivered outside
+// the stream's order is counted in ovbus_cluster_relaxed_frames_total. A
+// sequencer of our own on a lease kept in a KV bucket would not fail over
+// faster: the bucket is a stream too, with the same election.
 //
-// A node that missed messages of the stream — cut off, frozen, its NATS
-// connection lost, or over its pending limits — sees the jump in the
-// stream's sequence (or, when idle, the stream's last sequence ahead of its
-// own at two probes in a row) and fetches what it missed from the stream's
-// leader by sequence, in order, before it goes on; while the stream cannot
-// answer (it has no leader at the moment), the messages behind the gap wait
-// and the node tries again at its next probes. What the stream no longer
-// holds is counted once as lost ("behind") and logged. A node that starts
-// (or restarts) delivers what the stream stored since its process started
-// (trying again until it got it): its clients get what the others sent
-// while it came up, not what was sent before.
+// A node that missed messages of the stream (cut off, frozen, its NATS
+// connection lost, or over its pending limits) sees the jump in the
+// stream's sequence (or, when idle, the stream's last sequence ahead of
+// its own at two probes in a row) and fetches what it missed from the
+// leader by sequence, in order, before it goes on; while the stream has no
+// leader, the messages behind the gap wait and the node tries again at its
+// next probes. What the stream no longer holds is counted once as lost
+// ("behind") and logged. A node that starts delivers what the stream
+// stored since its process started (trying until it got it): its clients
+// get what the others sent while it came up, not what was sent before.
 //
 // When the route between two nodes is cut while both reach the others (a
 // partial link), a frame cannot reach a node that has no route to the
-// stream's leader: a node that hears every node and the leader asks for the
-// leadership then, and a node with Options.Lead does not ask for it while
-// it is cut off from a node the others hear.
+// stream's leader: a node that hears every node and the leader then asks
+// for the leadership, and a node with Options.Lead does not ask for it
+// while it is cut off from a node the others hear.
 //
 // # Order "sender"
 //

@@ -24,9 +24,7 @@ import (
 // (order total: the stream answered; order sender: every peer heard, or
 // startWait passed); "relaxed" while frames cross outside the stream's
 // order (outbox.go); "down" when no other node is heard or the stream does
-// not answer. /health stays 200 in every state: a node whose link is down
-// still serves its own clients, so a load balancer should keep sending
-// them.
+// not answer. /health stays 200 in every state (package doc, "Faults").
 
 // probeInterval is how often the link is checked. probeAnswer is how long a
 // probe waits for the stream's answer, and probeMisses how many probes in a

@@ -24,21 +24,14 @@ import (
 // again in order, from the oldest unconfirmed message on; every receiver
 // drops what it already has and holds what comes ahead of a gap (inbox.go).
 //
-// When the stream does not answer — it refuses (no responders: no leader,
-// or no route to it) or leaves the oldest message unconfirmed for
-// stallAfter (its leader frozen or cut off) — the node does not go deaf:
-// it relaxes. Every unconfirmed message, and every new one while relaxed,
-// is delivered to this node's clients at once and sent directly to the
-// other nodes (core NATS, as order "sender" does), which deliver it in its
-// origin's order. Meanwhile the oldest unconfirmed message is offered to
-// the stream again every retryInterval; once the stream takes it, the rest
-// follows in order (draining) and new frames go to the stream again. The
-// stream so ends up holding every frame, for the nodes that missed the
-// direct copies (a node cut off catches up from it, stream.go); receivers
-// drop the copies they already have. The window is logged when it opens
-// and closes, counted in ovbus_cluster_relaxed_windows_total, shown in
-// /health and in ovbus_cluster_order_relaxed; the frames delivered outside
-// the stream's order in ovbus_cluster_relaxed_frames_total.
+// When the stream does not answer (it refuses: no leader, or no route to
+// it; or it leaves the oldest message unconfirmed for stallAfter) the node
+// relaxes, as the package doc describes: every unconfirmed message, and
+// every new one, goes to this node's clients at once and directly to the
+// other nodes, which deliver it in its origin's order; the oldest is
+// offered to the stream again every retryInterval, and once the stream
+// takes it the rest follows in order (draining). Receivers drop the copies
+// they already have.
 
 const (
 	// stallWait is how long Sequence waits for room among the frames

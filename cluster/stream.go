@@ -14,26 +14,19 @@ import (
 
 // Order "total", the receiving side: the stream's leader republishes each
 // message once stored, in the stream's order, on core NATS; every node
-// subscribes to that (rather than running a consumer of its own: a
-// consumer lives on one server, which may be another node, and that node's
-// death would leave this one deaf until a new consumer is placed) and puts
-// the frames into its log in that order, its own included.
+// subscribes to that (not a consumer of its own: a consumer lives on one
+// server, and that server's death would leave this node deaf until a new
+// consumer is placed) and puts the frames into its log in that order, its
+// own included.
 //
-// The stream's sequence is how a node knows it missed something: after a
-// cut, a freeze, a restart of its NATS connection, a leader change that
-// lost a republished message, or a pending limit, the next message's
-// sequence jumps. The node then fetches the missing messages from the
-// stream by sequence (asking its leader) and delivers them, in order,
-// before the message that showed the jump; when the stream cannot answer
-// now, that message and those after it wait and the probe tries again.
-// What the stream no longer holds (beyond StreamMaxAge or StreamMaxBytes) is
-// counted as lost ("behind", in messages of the stream) and logged. A node
-// that is idle after a cut notices by its probe: the stream's last sequence
-// stays ahead of its own.
-//
-// A node starts at the first message stored since it started: a restarted
-// node's clients get what the others sent while it started, not what was
-// sent before.
+// A jump in the stream's sequence (or, when idle, the stream's last
+// sequence staying ahead at the probe) is how a node knows it missed
+// something. It then fetches the missing messages from the stream's leader
+// by sequence and delivers them, in order, before the message that showed
+// the jump; when the stream cannot answer, that message and those after it
+// wait for the next probe. What the stream no longer holds is counted as
+// lost ("behind") and logged. A node starts at the first message stored
+// since it started.
 
 // catchUpTimeout bounds one attempt at catching up from the stream (the
 // inbox waits meanwhile); fetchWindow is how many of its messages are asked

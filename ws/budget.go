@@ -8,21 +8,18 @@ import (
 // for messages they are receiving: the payload collected so far of each
 // message being read whole (ReadMessage, ReadMessageInto, NextMessage) and
 // the compressed bytes each Protocol buffers until a compressed message's
-// last frame (RFC 7692 §6.1, the message is inflated only once it is
-// complete). Share one Budget through AcceptOptions.Budget (or
-// DialOptions.Budget, Config.Budget) to bound a whole server: without one,
-// n connections may each hold up to the message size limit, twice over for
-// a compressed message.
+// last frame (RFC 7692 §6.1). Share one Budget through AcceptOptions.Budget
+// (or DialOptions.Budget, Config.Budget) to bound a whole server: without
+// one, n connections may each hold up to the message size limit, twice
+// over for a compressed message.
 //
 // A message longer than BudgetFree is charged whole as its bytes arrive,
-// and released when it is done with: a Protocol releases the
-// compressed bytes when their inflation ends, a Conn releases a message's
-// payload at its next read call, or when it is closed or fails. A message
-// that would take the Budget over its limit fails its connection at once
-// with 1013 Try Again Later (StatusTryAgainLater: the server is overloaded
-// for now, which is not the sender's fault; 1009 says the message itself is
-// too big), and Refused counts it.
-//
+// and released when done with: a Protocol releases the compressed bytes
+// when their inflation ends, a Conn a message's payload at its next read
+// call, or when it is closed or fails. A message that would take the Budget
+// over its limit fails its connection at once with 1013 Try Again Later
+// (the server is overloaded, not the sender at fault, unlike 1009), and
+// Refused counts it.
 // A Budget is safe for concurrent use. A nil *Budget is unlimited.
 type Budget struct {
 	limit   int64
@@ -129,13 +126,11 @@ func (b *Budget) release(n int64) {
 
 // OnDrained makes the Budget call f each time the bytes held fall to low or
 // below after at least high bytes were charged since the previous call (or
-// since OnDrained): a burst of large messages, however many were read at
-// once, may be over, and f gets the bytes charged during it. f runs on the
-// goroutine that gave the bytes back (a reader, or Close), once however
-// many goroutines release at the same moment; it must not block. A server
-// can use it to hand the burst's memory back to the operating system (see
-// Memory in the package documentation). A later call replaces the hook; f
-// nil removes it.
+// since OnDrained): a burst of large messages may be over, and f gets the
+// bytes charged during it. f runs on the goroutine that gave the bytes back
+// (a reader, or Close), once however many release at the same moment; it
+// must not block. A server can use it to hand the burst's memory back to
+// the operating system. A later call replaces the hook; f nil removes it.
 func (b *Budget) OnDrained(high, low int64, f func(charged int64)) {
 	if f == nil {
 		b.drained.Store(nil)

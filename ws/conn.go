@@ -42,20 +42,18 @@ const (
 // and a write may run at the same time (split halves).
 //
 // Input and output: bytes are read straight into the Protocol's receive
-// buffer (Protocol.ReadBuffer), and ReadMessageInto reads the rest of a large
-// frame straight into the caller's buffer (Protocol.ReceivePayload), so a
-// payload is copied once by the kernel and at most once more. A server writes
-// a large uncompressed message as its header and the caller's payload in one
-// writev, without copying it. On Linux, a TCP or Unix socket is read and
-// written with raw system calls through syscall.RawConn, which still waits
-// for the runtime's poller and honours the deadlines (rawio_linux.go).
+// buffer, and ReadMessageInto reads the rest of a large frame straight into
+// the caller's buffer (Protocol.ReceivePayload), so a payload is copied at
+// most once after the kernel. On Linux, a TCP or Unix socket is read and
+// written with raw system calls through syscall.RawConn, which still wait
+// for the runtime's poller and honour the deadlines (rawio_linux.go).
 //
-// Control frames are handled inside the read methods: pings are answered with
-// a pong automatically (RFC 6455 §5.5.2), and a received close frame is echoed
-// (RFC 6455 §5.5.1) and reported as a *CloseError.
+// Control frames are handled inside the read methods: pings are answered
+// with a pong (RFC 6455 §5.5.2), and a received close frame is echoed
+// (§5.5.1) and reported as a *CloseError.
 //
-// (The fields smaller than a word are packed in each group: a Conn fits the
-// 320-byte size class.)
+// The fields smaller than a word are packed in each group so that a Conn
+// fits the 320-byte size class.
 type Conn struct {
 	nc     net.Conn
 	params *DeflateParams
@@ -280,11 +278,9 @@ func (c *Conn) Subprotocol() string {
 // handshake (RFC 7692 §7), or nil when the extension is not in use.
 func (c *Conn) Deflate() *DeflateParams { return c.params }
 
-// Compressed reports whether permessage-deflate (RFC 7692) was negotiated
-// in the handshake, on a server and on a client alike: it is Deflate() !=
-// nil, and Protocol.Compressed of the connection's protocol. Whether a given
-// message goes out compressed also depends on its size (the compression
-// threshold).
+// Compressed reports whether permessage-deflate (RFC 7692) was negotiated:
+// Deflate() != nil. Whether a message goes out compressed also depends on
+// its size (the compression threshold).
 func (c *Conn) Compressed() bool { return c.params != nil }
 
 // SetReadDeadline sets the deadline for reads. A read that times out returns

@@ -9,31 +9,19 @@ import (
 	"github.com/klauspost/compress/flate"
 )
 
-// How permessage-deflate works here.
+// How permessage-deflate works here (RFC 7692).
 //
-// RFC 7692: the negotiated DeflateParams tell each side whether the other
-// keeps its LZ77 window between messages (context takeover, §7.1.1) and how
-// large the window may be (§7.1.2). Messages are compressed with a sync
+// The negotiated DeflateParams tell each side whether the other keeps its
+// LZ77 window between messages (context takeover, §7.1.1) and how large the
+// window may be (§7.1.2); when the peer limits our window below 32 KiB the
+// compressor never refers further back. Messages are compressed with a sync
 // flush and the trailing 00 00 ff ff removed (§7.2.1); RSV1 marks the first
-// frame of a compressed message (§6). When the peer limits our window
-// below 32 KiB the compressor never refers further back than the window.
-// Inflating appends the tail again (§7.2.2), keeps the last 32 KiB as the
-// dictionary when the peer uses context takeover, and stops with 1009 as
-// soon as MaxMessageSize is exceeded, so a small compressed message cannot
-// make the endpoint inflate a large one into memory. Compressed messages
-// are collected compressed until their last frame and then inflated in
-// pieces of at most 32 KiB (MEMORY.md says what that holds; see Budget).
-// Deflate inflates at most 1032 bytes per compressed byte (a match of 258
-// bytes takes at least two bits, RFC 1951 §3.2.5 and §3.2.7); a message
-// compressed to more than MaxMessageSize/1032 bytes (25 KiB for a limit of
-// 25 MiB), which could inflate past the limit, is first inflated into a
-// counter, holding only the inflater's window and one 32 KiB piece, and
-// refused with 1009 as soon as the count passes the limit, before any of it
-// is handed out or charged to a Budget; only a message that fits is then
-// inflated for real. That costs those messages a second inflation
-// (BenchmarkInflateLarge); smaller ones, nearly all, are inflated once. The
-// same holds for every read: NextMessage, ReadMessage and Reader, whose
-// call itself returns the 1009.
+// frame of a compressed message (§6). A compressed message is collected
+// compressed until its last frame, then inflated in pieces of at most
+// 32 KiB with the tail appended again (§7.2.2), keeping the last 32 KiB as
+// the dictionary when the peer uses context takeover. Inflation is bounded
+// by MaxMessageSize for every read (startInflate), so a small compressed
+// message cannot make the endpoint inflate a large one into memory.
 
 // DeflateParams are the negotiated permessage-deflate parameters
 // (RFC 7692 §7.1), named as in the extension negotiation; the Protocol's
@@ -58,19 +46,15 @@ type CompressionOptions struct {
 	Threshold int
 	// Context, when > 0, is how many bytes of the messages sent before a
 	// compressed message may refer back to (context takeover, RFC 7692
-	// §7.1.1), where the peer allows it: a server then no longer asks for
-	// server_no_context_takeover. The connection keeps that many bytes
-	// between messages (at most 32 KiB; none when the peer limits the
-	// window below 32 KiB, and then a server says
-	// server_no_context_takeover), and takes a compressor from a pool only while it
-	// compresses, against those bytes again for each message: memory
-	// stays bounded, and a message costs about the compression of Context
-	// more bytes. Small, repetitive messages (JSON of the same shapes)
-	// shrink most. A PreparedMessage written to such a connection
-	// (WritePrepared, WritePreparedBatch) is compressed for it, with its
-	// context. 0: a server asks for server_no_context_takeover, and a
-	// client keeps its whole compressor between messages when the server
-	// allows it (about 500 KiB at level 1). PreparedMessage ignores it.
+	// §7.1.1), where the peer allows it; a server then no longer asks for
+	// server_no_context_takeover. The connection keeps that many bytes (at
+	// most 32 KiB; none when the peer limits the window below 32 KiB, and a
+	// server then says server_no_context_takeover) and borrows a pooled
+	// compressor per message, so memory stays bounded. Small, repetitive
+	// messages shrink most. A PreparedMessage written to such a connection is
+	// compressed for it, with its context. 0: a server asks for
+	// server_no_context_takeover, and a client keeps its whole compressor
+	// between messages when the server allows it (about 500 KiB at level 1).
 	Context int
 }
 
@@ -190,8 +174,7 @@ func compress(w *flateWriter, dst, payload []byte) ([]byte, error) {
 // Inflating uses the standard library's compress/flate: klauspost's
 // inflater (v1.20.4) keeps the Huffman tables of an earlier stream across
 // Reset when a block declares an empty distance tree, so corrupt input
-// decodes differently depending on which pooled reader it gets (found by
-// FuzzDeflate). The standard library's clears them.
+// would decode differently depending on which pooled reader it got.
 var readerPool sync.Pool
 
 type flateReader struct {
@@ -401,17 +384,12 @@ func (d *deflateState) appendInput(chunk []byte, maxMsg int64) *ProtocolError {
 }
 
 // maxInflateRatio bounds what deflate data can inflate to: at most 1032
-// bytes per compressed byte. The largest output per input bit is a
-// length/distance pair: a length is at most 258 bytes (RFC 1951 §3.2.5,
-// code 285, no extra bits), its code takes at least one bit, and so does
-// its distance code (§3.2.7: "If only one distance code is used, it is
-// encoded using one bit, not zero bits"; distance code 0 has no extra
-// bits); so two bits give at most 258 bytes, eight bits 1032. Literals give
-// one byte for at least one bit, stored blocks one byte per byte, and block
-// headers only lower the ratio. The bound is the zlib authors' "theoretical
-// limit ... 1032:1" (zlib.net/zlib_tech.html, "Maximum Compression
-// Factor"); the dictionary of context takeover does not raise it (the
-// pairs only refer back into it).
+// bytes per compressed byte. The densest output is a length/distance pair:
+// at most 258 bytes (RFC 1951 §3.2.5, code 285) for a length code and a
+// distance code of at least one bit each (§3.2.7), so 1032 bytes per eight
+// bits; literals, stored blocks and block headers give less. It is zlib's
+// "theoretical limit ... 1032:1" (zlib.net/zlib_tech.html); a context
+// takeover dictionary does not raise it (pairs only refer back into it).
 const maxInflateRatio = 1032
 
 // mayExceed reports whether n bytes of deflate data (with deflateTail) could
@@ -423,12 +401,10 @@ func mayExceed(n int, maxMsg int64) bool {
 
 // startInflate prepares the inflater for the collected message
 // (RFC 7692 §7.2.2). When its compressed bytes could inflate past maxMsg
-// (rare: over maxMsg/1032 bytes compressed, 25 KiB for a limit of 25 MiB),
-// it first inflates them into nothing, counting (measure), and fails with
-// 1009 as soon as the count passes the limit: a message too big is refused
-// without its inflated bytes being held or charged anywhere, whatever the
-// reader (NextMessage, ReadMessage or Reader). A message that fits is then
-// inflated again, for real.
+// (mayExceed), it first inflates them into nothing, counting (measure), and
+// fails with 1009 once the count passes the limit: a message too big is
+// refused before its inflated bytes are held or charged anywhere, whatever
+// the reader. A message that fits is then inflated again, for real.
 func (d *deflateState) startInflate(maxMsg int64) *ProtocolError {
 	d.src = inflateSource{a: d.zbuf, b: deflateTail}
 	var dict []byte
@@ -486,7 +462,7 @@ func (d *deflateState) finishInflate() {
 	}
 	d.src = inflateSource{}
 	// The compressed input goes back to the pools after every message,
-	// small ones too: an idle connection holds none (doc.go, "Memory").
+	// small ones too: an idle connection holds none (doc.go, "Limits and memory").
 	putBuf(d.zbufp, d.zbuf)
 	d.zbuf, d.zbufp = nil, nil
 	d.zcharge.release()

@@ -10,7 +10,7 @@ import (
 // message, go back to pools by capacity class (4 KiB << i up to
 // maxPooledBuf) when the message is done with, and buffers beyond the
 // largest class are left to the garbage collector. So an idle connection
-// costs the same whatever it received before (doc.go, "Memory").
+// costs the same whatever it received before (doc.go, "Limits and memory").
 const (
 	keepBuf      = 4 << 10
 	minPooledBuf = 4 << 10

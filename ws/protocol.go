@@ -138,9 +138,8 @@ type Event struct {
 // arrived and are then inflated piece by piece, never beyond the limit.
 //
 // In steady state a Protocol does not allocate for uncompressed traffic.
-//
-// (The fields smaller than a word are packed together: a Protocol fits the
-// 192-byte size class.)
+// The fields smaller than a word are packed together so that a Protocol
+// fits the 192-byte size class.
 type Protocol struct {
 	maxFrame int64 // < 0: unlimited
 	maxMsg   int64 // < 0: unlimited

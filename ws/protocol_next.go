@@ -53,21 +53,17 @@ func (p *Protocol) Next() (Event, error) {
 	return ev, err
 }
 
-// NextInto is Next that stores the event in *ev, every field of it, instead
-// of returning it: the form to use in a receive loop, with one Event
-// reused from call to call, because an Event is too large to come back in
-// registers and Next's result is copied on the way (BenchmarkRoundTrip).
-// What Next says of the Event and the errors holds for NextInto; on an
-// error *ev is the zero Event.
+// NextInto is Next that stores every field of the event in *ev: the form
+// for a receive loop reusing one Event, since an Event is too large to
+// come back in registers and Next's result is copied on the way. What Next
+// says of the Event and the errors holds; on an error *ev is the zero
+// Event.
 func (p *Protocol) NextInto(ev *Event) error {
-	// Small enough to be inlined in the loop: the call that finds every
-	// received byte processed (the loop's last) returns at once, with what
-	// the general path returns then: EventNone while the state is Open or
-	// CloseSent (openPlain). Without permessage-deflate nothing is being
-	// inflated, and
-	// in the middle of a frame (more payload to come: a frame's end is
-	// dealt with in the call that reaches it) the general path has no
-	// payload to hand out either.
+	// Small enough to inline: the loop's last call, with every received byte
+	// processed, returns what the general path would: EventNone while the
+	// state is Open or CloseSent (openPlain), since without permessage-deflate
+	// nothing is being inflated and a frame's end is dealt with by the call
+	// that reaches it.
 	if p.r == len(p.buf) && p.openPlain {
 		*ev = Event{}
 		return nil
@@ -78,9 +74,7 @@ func (p *Protocol) NextInto(ev *Event) error {
 // nextFast is NextInto's fast path and the way to the general path.
 func (p *Protocol) nextFast(ev *Event) error {
 	if n := int(p.ready); n != 0 {
-		// A frame that Receive decoded: buf is that frame, its payload
-		// ready to hand out. Without permessage-deflate, there is
-		// nothing to release.
+		// A frame that Receive decoded: buf is that frame, its payload ready.
 		p.ready = 0
 		b := p.buf // r is 0
 		p.r = len(b)
@@ -90,22 +84,18 @@ func (p *Protocol) nextFast(ev *Event) error {
 	if p.fl != nil {
 		p.fl.releaseOut()
 	}
-	// The fast path, for the commonest frame: a whole uncompressed message
-	// in one frame (FIN set, RSV1-3 clear, OpText or OpBinary) of at most
-	// 0xFFFF bytes (and wholeMax), masked as the role requires (RFC 6455
-	// §5.1), that sits wholly in the buffer while no fragmented message is
-	// open (§5.4). Anything else, including every violation, goes to the
-	// general path (next) with nothing consumed, which applies all the
-	// rules. The fast path consumes the frame, unmasks the payload in
-	// place, validates text and leaves the Protocol in the state the
-	// general path would leave it in after the frame, but for the state
-	// of a frame and a message, which nothing reads after their end.
+	// The fast path, for the commonest frame: a whole uncompressed text or
+	// binary message in one frame of at most wholeMax bytes, masked as the
+	// role requires (RFC 6455 §5.1), wholly in the buffer while no fragmented
+	// message is open (§5.4). Anything else, every violation included, goes to
+	// the general path (next) with nothing consumed. The fast path leaves the
+	// Protocol as the general path would, but for the state of the frame and
+	// the message, which nothing reads after their end.
 	if st := p.State(); (st == StateOpen || st == StateCloseSent) && !p.inFrame && !p.msgOpen && !p.inflating {
 		b := p.buf[p.r:]
 		if len(b) < 2 {
 			if len(b) == 0 {
-				// All received bytes are processed: what the general
-				// path returns here too, without its frame.
+				// All received bytes are processed.
 				*ev = Event{}
 				return nil
 			}
@@ -148,10 +138,9 @@ func (p *Protocol) nextFast(ev *Event) error {
 		op := Opcode(b0 & 0xF)
 		payload := b[n : n+l : n+l]
 		p.r += n + l
-		// The frame and its message end here, so the state of the frame
-		// and the message being received (hdr, maskPos, msgOp,
-		// msgCompressed, msgSize, utf8) is not read again before the next
-		// frame sets it: the general path's values are left unwritten.
+		// The frame and its message end here: the general path's frame and
+		// message state (hdr, maskPos, msgOp, msgSize, utf8...) is not read again
+		// before the next frame sets it, so it is left unwritten.
 		if masked {
 			maskWords(payload, k32)
 		}
@@ -160,8 +149,7 @@ func (p *Protocol) nextFast(ev *Event) error {
 				return p.failInto(ev, errBadUTF8)
 			}
 		}
-		// Field by field: a composite literal would be built on the
-		// stack and copied.
+		// Field by field: a composite literal would be built and copied.
 		ev.Kind, ev.Op, ev.Payload, ev.Fin, ev.Code, ev.Reason = EventMessage, op, payload, true, 0, ""
 		return nil
 	}

@@ -15,11 +15,9 @@ import (
 // may be reused as soon as Receive returns. Bytes received after the peer's
 // Close frame or after a failure are discarded (RFC 6455 §5.5.1).
 func (p *Protocol) Receive(data []byte) {
-	// openPlain: no permessage-deflate, and neither a Close frame nor a
-	// failure received, so the state is Open or CloseSent (the sending side
-	// changes it only from Open to CloseSent) and nothing is discarded.
-	// Then all received bytes processed, and data (1 to cap(buf) bytes)
-	// fits from the start.
+	// openPlain: no permessage-deflate and neither a Close frame nor a failure
+	// received, so nothing is discarded. With every received byte processed,
+	// data (1 to cap(buf) bytes) fits from the start.
 	buf := p.buf
 	if !p.openPlain || p.r != len(buf) || uint(len(data)-1) >= uint(cap(buf)) || cap(buf) > 1<<20 {
 		p.receiveSlow(data)
@@ -28,19 +26,15 @@ func (p *Protocol) Receive(data []byte) {
 	p.r = 0
 	buf = buf[:len(data)]
 	// When data is exactly one frame that Next's fast path would take
-	// (nextFast: the same conditions, in the same order), it is decoded
-	// here, in the copy: the header is copied as it is, the payload
-	// unmasked, with the check of whether it is ASCII in the same pass
-	// (text that is not is validated here), and the frame is marked
-	// decoded (ready), so that Next hands it out without parsing,
-	// unmasking or validating it again. Frames of 6 bytes or less (a
-	// client's with 4 bytes of payload or less) are left to Next. A frame
-	// that breaks a rule is never taken here: the general path fails it,
-	// as before.
+	// (nextFast's conditions, in the same order), it is decoded here, in the
+	// copy: header copied, payload unmasked and checked for ASCII in the same
+	// pass (other text is validated here), and the frame marked ready so that
+	// Next hands it out as it is. Frames of up to 6 bytes are left to Next,
+	// and a frame that breaks a rule is never taken here.
 	//
-	// data must not start inside the buffer (a caller handing back a piece
-	// of it, an Event's Payload say, which copy allows): the header, stored
-	// first, could overwrite payload bytes not yet read (6 instructions).
+	// data must not start inside the buffer (a caller handing back an Event's
+	// Payload, which copy allows): the header, stored first, could overwrite
+	// payload bytes not yet read.
 	if len(data) >= 8 && !p.inFrame && !p.msgOpen &&
 		uintptr(unsafe.Pointer(unsafe.SliceData(data)))-uintptr(unsafe.Pointer(unsafe.SliceData(buf))) >= uintptr(cap(buf)) {
 		w := binary.LittleEndian.Uint64(data)

@@ -24,13 +24,11 @@ func (p *Protocol) canSendData() error {
 // threshold long (RFC 7692 §6.1), masked if the Protocol is a client.
 // op must be OpText or OpBinary; text is not validated.
 func (p *Protocol) AppendMessage(dst []byte, op Opcode, payload []byte) ([]byte, error) {
-	// The commonest message, encoded here rather than in appendFrame (one
-	// call less): a data frame of up to smallFrameMax bytes, uncompressed,
-	// while data may be sent and no fragmented message is being sent. The
-	// rest, errors included, takes appendMessage in the order of its checks.
-	// The encoding below is appendFrame's small-frame tail, copied on
-	// purpose: shared as a function it does not inline (cost 338) and the
-	// small round trip took 984 → 1 079 instructions (callgrind).
+	// The commonest message is encoded here rather than in appendFrame: an
+	// uncompressed data frame of up to smallFrameMax bytes while data may be
+	// sent and no fragmented message is open. Everything else, errors
+	// included, takes appendMessage. The encoding repeats appendFrame's
+	// small-frame tail on purpose: as a shared function it would not inline.
 	n := len(payload)
 	client := p.role == RoleClient
 	if st := p.State(); (op != OpText && op != OpBinary) || p.fl != nil || p.outOpen ||
@@ -231,8 +229,8 @@ func (p *Protocol) appendFrame(dst []byte, fin bool, op Opcode, payload []byte) 
 
 // smallFrameMax is the longest payload that appendFrame and AppendMessage
 // encode with smallHeader: the 16-bit length's limit, and for a client
-// 16 KiB, above which memmove and an in-place mask measured faster than the
-// one-pass maskCopy (appendLargeFrame, BenchmarkRoundTrip/large).
+// 16 KiB, above which memmove plus an in-place mask beats the one-pass
+// maskCopy (appendLargeFrame).
 func smallFrameMax(client bool) int {
 	if client {
 		return 16 << 10
@@ -265,8 +263,7 @@ func (p *Protocol) appendLargeFrame(dst []byte, fin bool, op Opcode, payload []b
 	if p.role != RoleClient {
 		return append(AppendHeader(dst, h), payload...)
 	}
-	// For large payloads memmove and an in-place mask measured faster
-	// than the one-pass maskCopy (BenchmarkRoundTrip/large).
+	// Large payloads: memmove plus an in-place mask beats maskCopy.
 	k32 := p.maskKey()
 	h.Masked = true
 	binary.LittleEndian.PutUint32(h.Mask[:], k32)
@@ -287,31 +284,24 @@ func newMaskKey() uint32 { return rand.Uint32() }
 // which the runtime seeds from the operating system's random source.
 func newKeySeed() uint64 { return rand.Uint64() }
 
-// maskKey returns a masking key for the sending side: a step of wyrand
-// (Wang Yi's generator: a Weyl sequence, the state plus an odd constant,
-// through a 64×64→128-bit multiply whose halves are folded), on a state of
-// the Protocol's own seeded from the operating system's randomness
-// (newKeySeed). A few instructions instead of a draw from the global
-// ChaCha8 generator (about 40 a small round trip); gorilla/websocket
-// (math/rand) and gws (a generator of its own) do not use a cryptographic
-// one either.
+// maskKey returns a masking key for the sending side: a step of wyrand (a
+// Weyl sequence through a 64×64→128-bit multiply whose halves are folded)
+// on a state of the Protocol's own, seeded from the operating system's
+// randomness (newKeySeed): a few instructions instead of a draw from the
+// global ChaCha8 generator. gorilla/websocket and gws do not use a
+// cryptographic generator either.
 //
 // Why that is enough (RFC 6455 §5.3, §10.3): masking exists so that a
-// hostile script in a browser, which chooses the payload, cannot make its
-// frames look like other traffic (an HTTP request) to an intermediary that
-// does not speak WebSocket; for that the key of a frame must not be known
-// to whoever chooses its payload, before the frame is sent. Here the state
-// starts from 64 random bits that no caller sees, and every key depends on
-// all of them. What the generator does not give is cryptographic
-// strength: someone who records many keys (they travel in clear in the
-// frame headers: the server, an observer of the connection) could in
-// principle work the state out and foresee the next keys. A program whose
-// payloads are chosen by others who also see its frames on the wire (a
-// relay of untrusted messages to a server they run, through a proxy that
-// misreads WebSocket) would be the case that needs more than this; a Go
-// program forging its own bytes on the wire needs no help from a masking
-// key. The messages that permessage-deflate compresses still take their
-// keys from ChaCha8 (newMaskKey).
+// hostile script, which chooses the payload, cannot make its frames look
+// like other traffic to an intermediary that does not speak WebSocket; for
+// that the key of a frame must be unknown to whoever chooses its payload
+// before the frame is sent. The state starts from 64 random bits no caller
+// sees, and every key depends on all of them. It is not cryptographically
+// strong: someone who records many keys (they travel in clear) could in
+// principle foresee the next ones. Only a program relaying payloads chosen
+// by others who also see its frames on the wire would need more. Messages
+// that permessage-deflate compresses still take keys from ChaCha8
+// (newMaskKey).
 func (p *Protocol) maskKey() uint32 {
 	p.keys += 0xa0761d6478bd642f
 	hi, lo := bits.Mul64(p.keys, p.keys^0xe7037ed1a0b428db)

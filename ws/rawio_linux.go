@@ -15,21 +15,16 @@ import (
 // rawIO reads and writes a TCP or Unix socket with raw system calls: the
 // socket is non-blocking (the runtime's poller owns it), so read, write and
 // writev return at once, and syscall.RawConn's Read and Write wait for the
-// poller when they would block, and honour the deadlines.
-//
-// What it saves over net.Conn's Read and Write is the runtime's
-// entersyscall/exitsyscall pair around each call, which also wakes the
-// runtime's monitor thread whenever the process was idle: on a ping-pong
-// connection, about a quarter of the server's CPU time per message. Large
-// writes still go through net.Conn (see maxRawWrite).
+// poller when they would block, and honour the deadlines. That saves the
+// runtime's entersyscall/exitsyscall pair around each call, which also
+// wakes the runtime's monitor thread whenever the process was idle. Large
+// writes still go through net.Conn (maxRawWrite).
 //
 // The read side is used by the reading goroutine only, the write side under
-// Conn.wmu only; the two may run at the same time.
-//
-// The read side's state is a rawRead of its own, taken from a pool for a
-// read and given back when a try finds the socket empty and the read
-// buffer goes back too (tryRead with idle): a connection idle on the poll
-// path keeps neither. rawIO itself fits the 128-byte size class.
+// Conn.wmu only; the two may run at the same time. The read state (rawRead)
+// comes from a pool per read and goes back when a try finds the socket
+// empty (tryRead with idle), so a connection idle on the poll path keeps
+// none.
 type rawIO struct {
 	rc syscall.RawConn
 	nc net.Conn // for large writes and the addresses in errors
@@ -122,18 +117,13 @@ const maxIovecs = 1024
 // A raw system call keeps the goroutine's P: if the thread loses its CPU
 // inside the kernel, the goroutines queued on that P wait until it is back,
 // while around an ordinary system call the runtime hands them to another
-// thread. So only short calls are raw. maxRawWrite is the most bytes written
-// with a raw call: a larger write goes through net.Conn (on loopback the
-// writer's call also does the receiver's TCP work). It covers a flush of the
-// default write buffer (DefaultWriteBufferSize, plus the frame that filled
-// it): the answers to a pipelined burst (64 echoes of 300 B, 16 of 1 KiB)
-// are 16–20 KiB, and sent through net.Conn they cost a server about twice
-// the CPU time per message — the runtime's hand-off around the call lets
-// the other connections' goroutines run in between, each then reading and
-// writing smaller batches (100 connections × 1 KiB, window 16: 4.7 → 2.5 µs
-// of server CPU per echo, bench/results/echo-2026-12-01-s4-echo.md).
-// maxRawRead is the most bytes one raw read takes; a read only copies what
-// has arrived.
+// thread. So only short calls are raw: maxRawWrite is the most bytes
+// written with a raw call, and a larger write goes through net.Conn. It
+// covers a flush of the default write buffer (the answers to a pipelined
+// burst): through net.Conn the hand-off around each call lets the other
+// connections' goroutines run in between, each then reading and writing
+// smaller batches, which costs a server far more CPU per message.
+// maxRawRead is the most bytes one raw read takes.
 const (
 	maxRawWrite = 64 << 10
 	maxRawRead  = 64 << 10

@@ -201,10 +201,8 @@ func (c *Conn) releaseUnlessWouldBlock(err error) {
 
 // A message NextMessage reads that outgrows the largest pooled buffer
 // (1 MiB) is collected in pooled pieces of that size (c.chunks, then msg)
-// and put together in one buffer of its exact size when it is complete.
-// So growing it copies nothing, and a message that is never completed (one
-// that inflates past the limit, say) leaves no garbage: its pieces go back
-// to the pool for the next one.
+// and joined into one buffer of its exact size when complete: growing it
+// copies nothing, and a message never completed leaves no garbage.
 
 // nextChunk puts the full piece buf aside and returns a new, empty one.
 func (c *Conn) nextChunk(buf []byte) []byte {

@@ -71,20 +71,16 @@ func (c *Conn) Flush(ctx context.Context) error {
 
 // stageChunk is the most of a message's payload that the encode buffer
 // takes at a time. A plain server frame with a larger payload is not encoded
-// whole: its header goes into the buffer and its payload follows through it
-// stageChunk bytes at a time, one write each (writeStaged), so that a writer
-// holds about stageChunk of buffer at most, whatever the message.
+// whole: its header goes into the buffer and the payload follows through it
+// stageChunk bytes at a time, one write each (writeStaged), so a writer
+// holds at most about stageChunk of buffer.
 //
-// The payload is copied, not written from where it lies with writev behind
-// the header as it was before. A large buffer of Go's starts at a page, and
-// a payload there that a 10-byte header puts 10 bytes into the stream made
-// the kernel's copy into the socket slow on AMD EPYC: a 1 MiB echo cost 897
-// µs of CPU so, against 463 with a 16-byte first part in front and 535 with
-// our copy (go run ./bench/cmd/sendcopy; bench/results/staged-2026-12-02.md).
-// The copy starts the frame at the start of the encode buffer, so that the
-// frame's bytes lie in memory as they go in the stream. A chunk is large
-// because each write also wakes the reader: through 128 KiB chunks a 1 MiB
-// echo cost 1088 µs, through one copy 520 (sendcopy's copy-128k layout).
+// The payload is copied behind the header, not written from where it lies
+// with writev: a large Go buffer starts at a page, and a payload that the
+// header shifts off that alignment in the stream makes the kernel's copy
+// into the socket slow on some CPUs (AMD EPYC). Copied, the frame lies in
+// memory as it goes in the stream. A chunk is large because every write
+// also wakes the reader.
 const stageChunk = 1 << 20
 
 // writeMessageLocked appends the message's frame to the buffered ones and
@@ -192,9 +188,8 @@ func (c *Conn) writePreparedLocked(ms []*PreparedMessage) error {
 	}
 	c.wbuf = c.flushCtrl(c.wbuf) // buffered frames and pongs first
 	c.buffered.Store(false)
-	// While everything is one buffer (one message, or frames back to back,
-	// nothing buffered before them) it is one, not a vector: one write,
-	// and a connection that only ever wrote that (a greeting) keeps no
+	// While everything is one buffer (one message, or frames back to back) it
+	// is written as one, and a connection that only ever wrote that keeps no
 	// vector.
 	one := c.wbuf
 	bufs := c.bufs[:0]
@@ -269,14 +264,13 @@ func adjacent(a, b []byte) bool {
 }
 
 // WritePreparedFrames writes frames, the plain frames of one or more
-// prepared data messages back to back (what Frame(false) returns for each,
-// as AppendPreparedMessage lays them out in one buffer), in one system call
-// on a TCP connection. It is the write path of a broadcast to a connection
-// that takes every message as it is: no work per frame at all. Only a
-// server connection sends prepared frames. On a connection that negotiated
-// permessage-deflate the frames go out uncompressed, which RFC 7692 §6
-// allows (RSV1 clear); use WritePreparedBatch to send them compressed. The
-// bytes are not modified nor retained. ctx is used as in WritePrepared.
+// prepared data messages back to back (as AppendPreparedMessage lays them
+// out), in one system call on a TCP connection: the broadcast path for a
+// connection that takes every message as it is. Only a server connection
+// sends prepared frames. With permessage-deflate negotiated they go out
+// uncompressed, which RFC 7692 §6 allows; WritePreparedBatch sends them
+// compressed. The bytes are neither modified nor retained. ctx is used as
+// in WritePrepared.
 func (c *Conn) WritePreparedFrames(ctx context.Context, frames []byte) error {
 	if c.role != RoleServer {
 		return errPreparedClient

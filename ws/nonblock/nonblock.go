@@ -53,15 +53,12 @@ func Supported(c *ws.Conn) bool { return connx.Supported(c) }
 
 // NextMessage is c.NextMessage that reads what the socket holds without
 // waiting for more: it returns ErrWouldBlock when that is not yet a whole
-// message, and keeps the part already read for the next call. When it holds
-// none, the message buffer and the receive buffer go back to ws's pools.
-// The payload is valid until the next read call, as with c.NextMessage, and
-// everything else is c.NextMessage's: a ping is answered (the pong's write
-// may wait for the socket, up to the write deadline), a close frame is
-// echoed, a protocol error is answered with its close code and the
-// connection lingers for up to a second before it is dropped. So call it
-// from a goroutine that may wait that long, not from the loop that waits for
-// readiness.
+// message, and keeps the part already read for the next call; when it holds
+// none, the message and receive buffers go back to ws's pools. All else is
+// c.NextMessage's: a ping is answered (the pong's write may wait up to the
+// write deadline), and a protocol error is answered with its close code and
+// a linger of up to a second. So call it from a goroutine that may wait
+// that long, not from the loop that waits for readiness.
 func NextMessage(c *ws.Conn) (ws.Opcode, []byte, error) {
 	op, p, err := connx.NextMessage(c)
 	return ws.Opcode(op), p, err

@@ -16,36 +16,33 @@ import (
 
 // fdConn is a plain TCP socket once it is out of the Go runtime's poller:
 // this package's epoll (poller_linux.go) tells both its reader and its
-// waiting writer when the socket is ready. A *net.TCPConn costs an idle
-// connection about 900 bytes: its pollDesc with two timers and the netFD's
-// finalizer record outside the heap, and the TCPConn, netFD, poll.FD and
-// two TCPAddr on it. An fdConn is a descriptor, a token, its reader and the
-// waiters' state, 80 bytes (TestFDConnSize).
+// waiting writer when the socket is ready. An idle *net.TCPConn holds a
+// pollDesc with two timers, a finalizer record outside the heap, and the
+// TCPConn, netFD, poll.FD and two TCPAddr; an fdConn is a descriptor, a
+// token, its reader and the waiters' state (TestFDConnSize).
 //
 // It is a net.Conn and a syscall.Conn with RawSocket (ws/nonblock's
-// Socket), so that ws reads and writes it with raw system calls as it does
-// a *net.TCPConn (ws/rawio_linux.go): its RawConn's Read and Write call f
-// with the descriptor until f returns true, waiting in between for the
-// poller to report the socket readable (EPOLLIN) or writable (EPOLLOUT),
-// and honour the deadlines and Close. A deadline costs a timer only while
-// someone waits (fdWaiter).
+// Socket), so ws reads and writes it with raw system calls as it does a
+// *net.TCPConn: its RawConn's Read and Write call f with the descriptor
+// until f returns true, waiting in between for the poller to report the
+// socket readable or writable, and honour the deadlines and Close. A
+// deadline costs a timer only while someone waits (fdWaiter).
 //
 // Readable comes from the poller's one-shot registration, armed for the
 // registered reader and for a waiting Read (rearm). Writable comes from a
 // second epoll instance (poller.wepfd), where the socket is registered
-// once, edge-triggered, as the runtime's poller does it: a write that
-// waits costs no epoll_ctl. The kernel reports an edge only after a write
-// found the socket full; one that comes while nobody waits is kept
-// (wready) for the next write to wait, which then tries again at once.
+// once, edge-triggered, as the runtime's poller does: a write that waits
+// costs no epoll_ctl. The kernel reports an edge only after a write found
+// the socket full; one that comes while nobody waits is kept (wready) for
+// the next write to wait, which then tries again at once.
 //
 // Every use of fd holds a reference (ref, as internal/poll's fdMutex
 // does): Close marks the conn closed, wakes the waiters and drops the open
 // conn's own reference, and whoever drops the last one closes fd. So a
 // descriptor number is never reused by another connection while a system
-// call or an epoll_ctl of this one may still name it.
-//
-// Only a socket the caller hands over is one (HandOver, from an upgrade's
-// hijack); TLS and other systems keep the *net.TCPConn.
+// call or an epoll_ctl of this one may still name it. Only a socket handed
+// over (HandOver, from an upgrade's hijack) is one; TLS and other systems
+// keep the *net.TCPConn.
 type fdConn struct {
 	ref   atomic.Uint64 // fdClosed | uses, the open conn being one use
 	fd    int32
@@ -388,10 +385,9 @@ func (fc *fdConn) wait(write bool) error {
 
 // rawDo is RawConn's Read (write false) and Write: f with fd until it
 // returns true, waiting for readiness in between. A deadline that passed
-// since it was set fails the call only once it would wait (wait): so a
-// call that does not wait reads no clock (a writer of the fan-out makes
-// one such call per batch), and one set in the past (a context's end,
-// ws's watch) fails it at once, as net's does.
+// since it was set fails the call only once it would wait (wait), so a
+// call that does not wait reads no clock; one set in the past (a
+// context's end, ws's watch) fails it at once, as net's does.
 func (fc *fdConn) rawDo(write bool, f func(fd uintptr) bool) error {
 	if !fc.incref() {
 		return net.ErrClosed

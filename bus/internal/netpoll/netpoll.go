@@ -36,21 +36,17 @@ import (
 // then calls its Registration's Arm and returns (or ends the connection).
 // It may wait for other things (a slow write, a lock): the poller's loop
 // does not wait for it, and an unarmed socket is not read meanwhile, which
-// is back-pressure on that one client only.
-//
-// It is a workers.Task, so that the poller starts it on a worker as it is,
-// and one that is a pointer (a structure under another name) goes into the
-// interface without allocating.
+// is back-pressure on that one client only. A Reader that is a pointer
+// goes into the workers.Task interface without allocating.
 type Reader = workers.Task
 
 // RoundReader is a Reader that wants to know its round: Claimed is called
 // for each reader the poller claims on one wake-up (the events of one
 // epoll_wait) before any of them starts, on the poller's goroutine, and
 // must not wait. Exactly one Run follows each Claimed. A server uses it to
-// hold back what the readers of one round produce until the last of them
-// is done, so that the frames of several clients that arrived together
-// leave in one write per receiver, as uWebSockets corks its sockets until
-// its loop's iteration ends.
+// hold back what one round's readers produce until the last is done, so
+// that frames of several clients that arrived together leave in one write
+// per receiver (as uWebSockets corks its sockets).
 type RoundReader interface {
 	Reader
 	Claimed()

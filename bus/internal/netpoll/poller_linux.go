@@ -20,16 +20,14 @@ const Supported = true
 
 // The poller: one epoll instance for the process, created with the first
 // registration or hand-over and kept for the life of the process, serves
-// every server in it. The epoll descriptor is itself non-blocking and
-// watched by the Go runtime's poller (an epoll descriptor is readable while
-// it has events), so the one goroutine that waits for it is parked like any
-// goroutine on a socket, not blocked in a system call holding a thread and
-// its P. It only waits and dispatches: for the readable sockets it starts
-// each one's Reader, which does everything that may wait and arms the
-// socket again once it has read all there is; the last one it runs itself,
-// after starting the next waiting loop, so that a message does not wait for
-// the scheduler to reach its reader. So one waiter is enough whatever
-// GOMAXPROCS is, and no client can hold it up.
+// every server in it. The epoll descriptor is non-blocking and watched by
+// the Go runtime's poller, so the one goroutine that waits for it is
+// parked like any goroutine on a socket, not blocked in a system call
+// holding a thread and its P. It only waits and dispatches: it starts the
+// Reader of each readable socket, which does everything that may wait and
+// arms the socket again, and runs the last one itself after starting the
+// next waiting loop, so a message does not wait for the scheduler. One
+// waiter is enough whatever GOMAXPROCS is, and no client can hold it up.
 //
 // A socket is registered one-shot and level-triggered: after an event it
 // reports nothing until its reader arms it again (EPOLL_CTL_MOD), which
@@ -42,13 +40,12 @@ const Supported = true
 // owner has let it go (forget).
 //
 // A socket HandOver made (an fdConn, fdconn_linux.go) is in it from the
-// hijack on, and the poller also wakes a read waiting for EPOLLIN (such as
-// a closing handshake's), arming what its reader and that read want in the
-// one one-shot registration, and a write waiting for EPOLLOUT, through a
-// second epoll instance where the socket is edge-triggered (wepfd). A
-// socket the runtime's poller keeps (kept: where the hand-over found no
-// descriptor left, or a Unix socket) is registered for its reader only: its
-// reads and writes wait in the runtime's poller.
+// hijack on; the poller also wakes a read waiting for EPOLLIN (a closing
+// handshake's, say), arming what its reader and that read want in the one
+// one-shot registration, and a write waiting for EPOLLOUT through a second,
+// edge-triggered epoll instance (wepfd). A socket the runtime's poller
+// keeps (kept: no descriptor left at hand-over, or a Unix socket) is
+// registered for its reader only.
 type poller struct {
 	epfd int
 	// wepfd is the write epoll: every fdConn's socket in it, EPOLLOUT and
@@ -234,10 +231,10 @@ func (p *poller) loop() {
 	mine.Run()
 }
 
-// wait is loop's callback for rc.Read (waitFn, made once: a closure made
-// per loop was two allocations per wake-up): it takes the events epfd has
-// and dispatches them until one of them is a reader for the loop to run
-// (mine), or epfd has none left (then rc.Read waits for it).
+// wait is loop's callback for rc.Read (waitFn, made once so that a wake-up
+// allocates nothing): it takes the events epfd has and dispatches them
+// until one of them is a reader for the loop to run (mine), or epfd has
+// none left (then rc.Read waits for it).
 func (p *poller) wait(fd uintptr) bool {
 	for {
 		n, err := epollWaitNow(int(fd), p.evs)
@@ -338,15 +335,12 @@ func (p *poller) writables() {
 }
 
 // epollWaitNow is epoll_wait with a zero timeout (epoll_pwait without a
-// signal mask, the one every Linux port has), made as a raw system call:
-// it cannot block, so it need not tell the scheduler. syscall.EpollWait
-// does (entersyscall), and entering a system call while the runtime's
-// sysmon thread sleeps because the process was idle wakes that thread and
-// sets it polling every 20 µs again for a millisecond or more. The loop
-// makes this call each time the process wakes from idle, so on a server
-// that sleeps and wakes with its traffic sysmon's wake-ups were most of
-// the process's context switches (bench/results/sysmon-2026-12-02.md).
-// evs is never empty.
+// signal mask, which every Linux port has), made as a raw system call: it
+// cannot block, so it need not tell the scheduler. syscall.EpollWait does
+// (entersyscall), and entering a system call while the runtime's sysmon
+// thread sleeps on an idle process wakes that thread and sets it polling
+// again for a millisecond or more; the loop makes this call each time the
+// process wakes from idle. evs is never empty.
 func epollWaitNow(epfd int, evs []syscall.EpollEvent) (int, error) {
 	n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(unsafe.SliceData(evs))), uintptr(len(evs)), 0, 0, 0)
 	if e != 0 {

@@ -4,20 +4,14 @@
 // waker when a publish finds sleepers, a session's writer when the log has
 // frames for it.
 //
-// Started with a go statement, each such goroutine began on a fresh stack
-// and grew it again, several times, to the depth of a read, a relay or a
-// write: at 10 subscribers and 20 000 messages that growing
-// (runtime.morestack, copystack) was 5.5 % of the server's samples, and
-// 0.7 % with the pool (bench/results/workers-2026-12-02.md). A task given
-// to Start runs instead on a goroutine that has finished an earlier task and
-// waits, parked, for the next one, with the stack it grew; only when none
-// waits is a goroutine started. So an idle server still runs no goroutine
-// per connection: at most MaxIdle wait, whatever the number of connections,
-// and a task that blocks (a writer on a slow client) holds only its own
-// goroutine, as a go statement would.
-//
-// A parked worker's stack is shrunk by the garbage collector like any
-// goroutine's; it grows once more on the next task, not on every one.
+// Started with a go statement, each such goroutine would begin on a fresh
+// stack and grow it again, several times, to the depth of a read, a relay
+// or a write (runtime.morestack). A task given to Start runs instead on a
+// goroutine that finished an earlier task and waits, parked, with the
+// stack it grew; only when none waits is one started. An idle server still
+// runs no goroutine per connection: at most MaxIdle wait, and a task that
+// blocks (a writer on a slow client) holds only its own goroutine. The
+// garbage collector shrinks a parked worker's stack like any other's.
 package workers
 
 import (
