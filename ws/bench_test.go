@@ -62,8 +62,9 @@ func BenchmarkRoundTrip(b *testing.B) {
 	for _, c := range []bc{
 		{name: "small", mean: 125, sigma: 75},
 		{name: "large", mean: 125 << 10, sigma: 75 << 10},
-		// The bus's negotiation: server_no_context_takeover, client
-		// keeps its context; default level and threshold (128 bytes).
+		// server_no_context_takeover (a bus with compression_context
+		// 0), the client keeps its context; default level and
+		// threshold (128 bytes).
 		{name: "small_deflate", mean: 125, sigma: 75, deflate: &DeflateParams{ServerNoContextTakeover: true}},
 		// Neither side keeps its context: no 32 KiB dictionary to
 		// restore per message.
