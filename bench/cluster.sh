@@ -103,7 +103,9 @@ wait_health() { # wait_health PORT WANT
 	return 1
 }
 
-# cluster ORDER: three nodes; prints their URLs, comma-separated.
+# cluster ORDER: three nodes; sets cluster_urls to their URLs, comma-separated.
+# It runs in this shell, not in a command substitution, so that the nodes' pids
+# reach pids and cleanup stops them.
 cluster() {
 	local order=$1 ports=() routes=() urls=()
 	for i in 0 1 2; do ports+=("$(free_port)"); routes+=("$(free_port)"); done
@@ -119,14 +121,16 @@ cluster() {
 	done
 	for i in 0 1 2; do wait_health "${ports[$i]}" "cluster: up" >&2; done
 	if [[ $order == total && $lead == true ]]; then wait_health "${ports[0]}" "stream leader" >&2; fi
-	(IFS=,; echo "${urls[*]}")
+	cluster_urls=$(IFS=,; echo "${urls[*]}")
 }
 
 one_port=$(free_port)
 serve one "$one_port" >/dev/null
 wait_health "$one_port" ok
-total=$(cluster total)
-sender=$(cluster sender)
+cluster total
+total=$cluster_urls
+cluster sender
+sender=$cluster_urls
 log "single node ws://$host:$one_port/core; total $total; sender $sender"
 
 cmd=("$bin" bench --preset "$preset" --repeat "$repeat" --pause 1s
