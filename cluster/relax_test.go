@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ovbus/ovbus/bus"
@@ -34,14 +35,35 @@ func TestReplayToLateSubscriber(t *testing.T) {
 	t.Cleanup(tb.stop)
 	cb := dialNode(t, tb) // ... and has a client,
 	ca := dialNode(t, a)
+	// A probe on a's direct subject sees when the NATS server has routed
+	// a's frames: only then may b subscribe, or b would get them directly
+	// (a node counts a frame as sent before its publish reaches the server).
+	probe, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	sub, err := probe.SubscribeSync(a.node.subj.direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := probe.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 3 {
 		ca.send(ws.OpText, msg("a", i))
 	}
 	ca.waitN(3, 5*time.Second)
-	for deadline := time.Now().Add(5 * time.Second); a.node.lastSent.Load() < 3; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("node a did not send its frames")
+	for routed := uint64(0); routed < 3; {
+		nm, err := sub.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("node a's frames did not reach the NATS server: %v", err)
 		}
+		m, err := parseMsg(nm.Header, nm.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		routed = max(routed, m.last())
 	}
 	if err := n.Start(b); err != nil { // ... but subscribes only now
 		t.Fatal(err)
