@@ -71,8 +71,9 @@
 // clients only after a round trip to the stream's leader and a quorum of
 // its copies. Options.Lead asks for the leadership for the node whose
 // clients send the most (once its link is up and its copy current, again
-// each time it comes back or loses it), saving that node's frames the
-// route to the leader.
+// each time it comes back or loses it, and again after a pause when the
+// leadership did not come to it), saving that node's frames the route to
+// the leader.
 //
 // When the stream does not answer (nobody leads it while the others elect
 // a new leader, which nats-server's raft takes seconds to do; this node has

@@ -190,7 +190,7 @@ func (n *Node) watch() {
 func (n *Node) probe() {
 	if !n.up.Load() {
 		// ask again once the link is up (Options.Lead)
-		n.leadDone, n.leadTries, n.leadNext = false, 0, time.Time{}
+		n.leadDone, n.leadTries, n.leadNext, n.leadAgain = false, 0, time.Time{}, time.Time{}
 	}
 	if !n.nc.IsConnected() {
 		n.setProbeErr("not connected to NATS")
@@ -240,13 +240,16 @@ func (n *Node) probe() {
 		n.led = true
 	} else if leader != "" && n.led {
 		// It lost the leadership (a freeze, a partition): ask again.
-		n.led, n.leadDone, n.leadTries, n.leadNext = false, false, 0, time.Time{}
+		n.led, n.leadDone, n.leadTries, n.leadNext, n.leadAgain = false, false, 0, time.Time{}, time.Time{}
 	}
 	n.out.mu.Lock()
 	n.out.ready, n.out.answered = true, true
 	n.out.mu.Unlock()
 	n.setProbeErr("")
 	n.catchUpIdle(info)
+	if n.o.Lead && n.leadDone && !n.leadAgain.IsZero() && time.Now().After(n.leadAgain) {
+		n.leadDone, n.leadTries, n.leadAgain = false, 0, time.Time{} // gave up a while ago: ask again
+	}
 	if n.o.Lead && !n.leadDone && n.up.Load() {
 		n.askLead(ctx, info)
 	}
@@ -280,13 +283,18 @@ func (n *Node) streamLost(why string) {
 	n.setProbeErr(why)
 }
 
-// leadTries bounds the requests for the stream's leadership per link-up
+// leadTries bounds the requests for the stream's leadership in a row
 // (Options.Lead), leadRetry spaces them: a handover the stream did not
-// complete (its raft election went to another copy) is asked again.
+// complete (its raft election went to another copy) is asked again. A node
+// that gave up asks again after leadPause: its copy may not have been able
+// to lead yet (a restarted node's catch-up can fail and start over), and
+// the wish to lead stands; two nodes with Lead set (a misconfiguration)
+// then swap the leadership at most once per leadPause.
 // moveRetry spaces the requests for a peer that cannot reach the leader.
 const (
 	leadTries = 5
 	leadRetry = 2 * time.Second
+	leadPause = 30 * time.Second
 	moveRetry = 5 * time.Second
 	// leadMaxLag: a copy this few entries behind the leader counts as
 	// current (under traffic the leader's view of a follower lags by what
@@ -295,16 +303,16 @@ const (
 )
 
 // askLead asks the stream's leader to hand its leadership to this node
-// (Options.Lead) after each time the link comes up, until it leads (at
-// most leadTries times): a node that restarts takes it back, and two nodes
-// with Lead set take turns only when their links change. Frames sent
+// (Options.Lead) after each time the link comes up or it loses the
+// leadership, until it leads (leadTries requests in a row, then again after
+// leadPause): a node that restarts takes it back. Frames sent
 // during a handover may wait for it, or cross directly for a moment.
 func (n *Node) askLead(ctx context.Context, info *jetstream.StreamInfo) {
 	if info.Cluster == nil || info.Cluster.Leader == "" || time.Now().Before(n.leadNext) {
 		return // no leader yet, or a request is on its way: look at the next probe
 	}
 	if info.Cluster.Leader == n.o.NodeName {
-		n.leadDone = true
+		n.leadDone, n.leadAgain = true, time.Time{}
 		if n.leadTries > 0 {
 			n.log.Info("Cluster: this node leads the stream (cluster.lead)", "stream", n.stream)
 		}
@@ -316,9 +324,9 @@ func (n *Node) askLead(ctx context.Context, info *jetstream.StreamInfo) {
 		return
 	}
 	if n.leadTries >= leadTries {
-		n.leadDone = true
-		n.log.Warn("Cluster: the stream's leadership did not come to this node (cluster.lead); leaving it where it is",
-			"stream", n.stream, "leader", info.Cluster.Leader, "requests", n.leadTries)
+		n.leadDone, n.leadAgain = true, time.Now().Add(leadPause)
+		n.log.Warn("Cluster: the stream's leadership did not come to this node (cluster.lead); leaving it where it is for now",
+			"stream", n.stream, "leader", info.Cluster.Leader, "requests", n.leadTries, "ask_again_in", leadPause)
 		return
 	}
 	member, current, lag := n.replica(info)

@@ -59,6 +59,7 @@ type Node struct {
 	leadDone  bool // Options.Lead, since the link came up: this node leads or gave up,
 	leadTries int  // the requests made,
 	leadNext  time.Time
+	leadAgain time.Time // when a node that gave up asks again (zero: it leads)
 	led       bool      // this node led the stream at a probe since
 	moveNext  time.Time // the next leadership request for a peer that cannot reach the leader
 
