@@ -59,21 +59,38 @@ type FanoutConfig struct {
 	// The upstream benchmark's sender never reads (docs/protocol.md §3), which is the
 	// default.
 	DrainSender bool
-	// ServerPIDs are more bus processes whose CPU time is added to
-	// ServerPID's (the other nodes of a cluster).
-	ServerPIDs []int
+	Measure
+}
+
+// Measure is how a run reaches the bus and measures it; the runs' configs
+// embed it. A zero field means its default.
+type Measure struct {
 	// ServerPID, when positive, is the bus process whose CPU time is
-	// measured over the timed phase.
-	ServerPID int
-	// ConnectConcurrency bounds the connections being opened at once.
+	// measured over the timed phase; ServerPIDs are more processes whose
+	// time is added (the other nodes of a cluster).
+	ServerPID  int
+	ServerPIDs []int
+	// ConnectConcurrency bounds the connections being opened at once
+	// (DefaultConnectConcurrency).
 	ConnectConcurrency int
 	// Dial is used for every connection; nil means the runner's defaults
 	// (no proxy, read buffers sized for the number of clients).
 	Dial *ws.DialOptions
 	// Progress, when set, is called about ten times a second during the
-	// timed phase with the deliveries so far and the deliveries expected.
-	Progress func(delivered, expected int64)
+	// timed phase with what was received so far and what is expected (0
+	// when unknown).
+	Progress func(done, expected int64)
 }
+
+func (m Measure) withDefaults() Measure {
+	if m.ConnectConcurrency <= 0 {
+		m.ConnectConcurrency = DefaultConnectConcurrency
+	}
+	return m
+}
+
+// pids are the processes whose CPU time is the server's.
+func (m Measure) pids() []int { return append([]int{m.ServerPID}, m.ServerPIDs...) }
 
 func (c FanoutConfig) withDefaults() FanoutConfig {
 	if c.Clients <= 0 {
@@ -94,9 +111,7 @@ func (c FanoutConfig) withDefaults() FanoutConfig {
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
 	}
-	if c.ConnectConcurrency <= 0 {
-		c.ConnectConcurrency = DefaultConnectConcurrency
-	}
+	c.Measure = c.Measure.withDefaults()
 	return c
 }
 
@@ -259,7 +274,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 	}
 
 	// Timed phase.
-	cpu := startCPU(append([]int{cfg.ServerPID}, cfg.ServerPIDs...)...)
+	cpu := startCPU(cfg.pids()...)
 	stopProgress := startProgress(cfg.Progress, int64(cfg.Clients)*int64(cfg.Messages), func() int64 {
 		var n int64
 		for _, s := range live {

@@ -91,8 +91,10 @@ func TestFanoutAgainstBus(t *testing.T) {
 	var progress int64
 	r, err := RunFanout(ctxT(t), FanoutConfig{
 		URL: url, Clients: 3, Messages: 50, Size: 200,
-		ServerPID: ResolvePID(url), // this test process
-		Progress:  func(d, _ int64) { progress = d },
+		Measure: Measure{
+			ServerPID: ResolvePID(url), // this test process
+			Progress:  func(d, _ int64) { progress = d },
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +130,7 @@ func TestFanoutDrainSenderAndRate(t *testing.T) {
 
 func TestFanoutNoGreeting(t *testing.T) {
 	url := startRelay(t, false, nil)
-	r, err := RunFanout(ctxT(t), FanoutConfig{URL: url, Clients: 3, Messages: 50, NoGreeting: true, ServerPID: -1})
+	r, err := RunFanout(ctxT(t), FanoutConfig{URL: url, Clients: 3, Messages: 50, NoGreeting: true, Measure: Measure{ServerPID: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,16 +47,8 @@ type LoadConfig struct {
 	Warmup int
 	// Timeout ends a connection that waits longer than this for an echo.
 	Timeout time.Duration
-	// ServerPID, when positive, is the server process whose CPU time is
-	// measured.
-	ServerPID int
-	// ConnectConcurrency bounds the connections being opened at once.
-	ConnectConcurrency int
-	// Dial is used for every connection; nil means the runner's defaults.
-	Dial *ws.DialOptions
-	// Progress, when set, is called about ten times a second with the echoes
-	// received so far and the total expected (0 in duration mode).
-	Progress func(done, expected int64)
+	// Measure: Progress counts echoes (expected is 0 in duration mode).
+	Measure
 }
 
 func (c LoadConfig) withDefaults() LoadConfig {
@@ -81,9 +73,7 @@ func (c LoadConfig) withDefaults() LoadConfig {
 	if c.Warmup == 0 {
 		c.Warmup = DefaultLoadWarmup
 	}
-	if c.ConnectConcurrency <= 0 {
-		c.ConnectConcurrency = DefaultConnectConcurrency
-	}
+	c.Measure = c.Measure.withDefaults()
 	return c
 }
 
@@ -178,7 +168,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadResult, error) {
 		return nil, fmt.Errorf("no connection to %s: %s", cfg.URL, errs.first())
 	}
 
-	cpu := startCPU(cfg.ServerPID)
+	cpu := startCPU(cfg.pids()...)
 
 	// Every connection starts at once; in duration mode they all stop
 	// sending at the same deadline.

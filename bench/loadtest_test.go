@@ -24,7 +24,7 @@ func checkLoad(t *testing.T, r *LoadResult, want int64) {
 
 func TestLoadPingPong(t *testing.T) {
 	url := startEcho(t)
-	r, err := RunLoad(ctxT(t), LoadConfig{URL: url, Conns: 3, Payload: 100, Count: 50, ServerPID: ResolvePID(url)})
+	r, err := RunLoad(ctxT(t), LoadConfig{URL: url, Conns: 3, Payload: 100, Count: 50, Measure: Measure{ServerPID: ResolvePID(url)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,17 +34,7 @@ type SteadyConfig struct {
 	Timeout time.Duration
 	// NoGreeting is for buses that send no greeting on connect.
 	NoGreeting bool
-	// ServerPID, when positive, is the bus process whose CPU time is
-	// measured; ServerPIDs are more processes whose time is added.
-	ServerPID  int
-	ServerPIDs []int
-	// ConnectConcurrency bounds the connections being opened at once.
-	ConnectConcurrency int
-	// Dial is used for every connection; nil means the runner's defaults.
-	Dial *ws.DialOptions
-	// Progress, when set, is called about ten times a second with the
-	// deliveries so far and the deliveries the schedule holds.
-	Progress func(delivered, expected int64)
+	Measure
 }
 
 func (c SteadyConfig) withDefaults() SteadyConfig {
@@ -69,9 +59,7 @@ func (c SteadyConfig) withDefaults() SteadyConfig {
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
 	}
-	if c.ConnectConcurrency <= 0 {
-		c.ConnectConcurrency = DefaultConnectConcurrency
-	}
+	c.Measure = c.Measure.withDefaults()
 	return c
 }
 
@@ -225,7 +213,7 @@ func RunSteady(ctx context.Context, cfg SteadyConfig) (*SteadyResult, error) {
 	// Timed phase: the schedule starts a moment from now, so that every
 	// sender is waiting for its first due time when it comes.
 	r.t0 = r.now() + int64(10*time.Millisecond)
-	cpu := startCPU(append([]int{cfg.ServerPID}, cfg.ServerPIDs...)...)
+	cpu := startCPU(cfg.pids()...)
 	total := int64(plan.Total()) * int64(cfg.Clients)
 	stopProgress := startProgress(cfg.Progress, total, func() int64 {
 		var n int64

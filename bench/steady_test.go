@@ -349,9 +349,11 @@ func TestSteadyAgainstBus(t *testing.T) {
 	var progress int64
 	r, err := RunSteady(ctxT(t), SteadyConfig{
 		URL: url, Clients: 4, Rate: 400, Duration: 500 * time.Millisecond,
-		Mix:       SizeMix{BinaryShare: 0.1, BinaryMin: 64 << 10, BinaryMax: 200 << 10},
-		ServerPID: ResolvePID(url), // this test process
-		Progress:  func(d, _ int64) { progress = d },
+		Mix: SizeMix{BinaryShare: 0.1, BinaryMin: 64 << 10, BinaryMax: 200 << 10},
+		Measure: Measure{
+			ServerPID: ResolvePID(url), // this test process
+			Progress:  func(d, _ int64) { progress = d },
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -394,7 +396,7 @@ func TestSteadyChargesAStall(t *testing.T) {
 		}
 		return [][]byte{b}
 	})
-	r, err := RunSteady(ctxT(t), SteadyConfig{URL: url, Clients: 2, Rate: 400, Duration: time.Second, ServerPID: -1})
+	r, err := RunSteady(ctxT(t), SteadyConfig{URL: url, Clients: 2, Rate: 400, Duration: time.Second, Measure: Measure{ServerPID: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ func TestFanoutSpreadsSubscribers(t *testing.T) {
 		t.Error("a URL list with an http URL was accepted")
 	}
 	r, err := RunFanout(ctxT(t), FanoutConfig{URL: a + "," + b, Clients: 2, Messages: 20, Warmup: -1,
-		Timeout: 300 * time.Millisecond, ServerPID: -1})
+		Timeout: 300 * time.Millisecond, Measure: Measure{ServerPID: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}

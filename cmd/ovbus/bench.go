@@ -432,7 +432,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	suite := bench.FanoutSuite{
 		Base: bench.FanoutConfig{
 			Size: *size, Warmup: w, Timeout: *timeout, Rate: *rate,
-			NoGreeting: *noGreeting, DrainSender: *drain, ConnectConcurrency: *conc, Dial: o.dialOptions(),
+			NoGreeting: *noGreeting, DrainSender: *drain, Measure: bench.Measure{ConnectConcurrency: *conc, Dial: o.dialOptions()},
 		},
 		Scenarios: scenarios,
 		Repeat:    o.repeat,

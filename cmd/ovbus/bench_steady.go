@@ -70,7 +70,7 @@ func (f *steadyFlags) suite(preset string, clients int, rate float64, timeout ti
 	return bench.SteadySuite{
 		Base: bench.SteadyConfig{
 			Duration: f.duration, Mix: mix, Seed: f.seed, Timeout: timeout,
-			NoGreeting: noGreeting, ConnectConcurrency: conc, Dial: o.dialOptions(),
+			NoGreeting: noGreeting, Measure: bench.Measure{ConnectConcurrency: conc, Dial: o.dialOptions()},
 		},
 		Scenarios: scenarios,
 		Repeat:    o.repeat,

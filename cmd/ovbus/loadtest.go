@@ -65,8 +65,8 @@ func runLoadtest(args []string, stdout, stderr io.Writer) int {
 
 	suite := bench.LoadSuite{
 		Base: bench.LoadConfig{
-			Count: *count, Duration: *duration, Text: *text, Timeout: *timeout, Warmup: w, ConnectConcurrency: *conc,
-			Dial: o.dialOptions(),
+			Count: *count, Duration: *duration, Text: *text, Timeout: *timeout, Warmup: w,
+			Measure: bench.Measure{ConnectConcurrency: *conc, Dial: o.dialOptions()},
 		},
 		Scenarios: scenarios,
 		Targets:   targets,
