@@ -38,7 +38,7 @@ import (
 // It also measures, per fault, the longest time a receiver on a node the
 // fault did not hit went without a frame from another such node, and the
 // frames lost: logged, and written as a table when OVBUS_FAULT_REPORT names
-// a file (bench/cluster-faults.sh). Nothing here times the cluster: every
+// a file (scripts/cluster-faults.sh). Nothing here times the cluster: every
 // wait is for something observable (a /health line, frames sent or
 // received), bounded generously.
 
