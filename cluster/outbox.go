@@ -48,6 +48,13 @@ const (
 	// retryInterval is how often, while relaxed, the oldest unconfirmed
 	// message is offered to the stream again.
 	retryInterval = 200 * time.Millisecond
+	// answerRate: a large message takes time to reach the stream and be
+	// stored (and copied to its replicas), so its answer is awaited its
+	// size at this rate longer (answerWait), and it is offered again no
+	// more often than its size at this rate. Offered every retryInterval, a 20 MiB frame
+	// filled the node's NATS connection so that its heartbeats came too
+	// late and its peers counted it gone.
+	answerRate = 8 << 20 // bytes per second
 	// refusedGrace: a refusal (no responders) is first taken for a
 	// leadership handing over — the stream has no leader for tens of
 	// milliseconds then. For this long new frames wait and the oldest
@@ -301,7 +308,7 @@ func (n *Node) stepOut(now time.Time) {
 	if len(o.pending) > 0 {
 		front = o.pending[0]
 	}
-	stalled := front != nil && !front.published.IsZero() && now.Sub(front.published) > stallAfter
+	stalled := front != nil && !front.published.IsZero() && now.Sub(front.published) > stallAfter+answerWait(front)
 	ready, answered := o.ready, o.answered
 	o.mu.Unlock()
 
@@ -351,11 +358,16 @@ func (n *Node) stepOut(now time.Time) {
 		n.dropOld(now)
 		if popped > 0 || (front == nil && ready && answered) {
 			n.drain(now)
-		} else if front != nil && now.Sub(o.lastTry) >= retryInterval {
+		} else if front != nil && now.Sub(o.lastTry) >= max(retryInterval, answerWait(front)) {
 			o.lastTry = now
 			n.publishStream(front)
 		}
 	}
+}
+
+// answerWait is the time m takes to cross at answerRate.
+func answerWait(m *outMsg) time.Duration {
+	return time.Duration(int64(len(m.data)) * int64(time.Second) / answerRate)
 }
 
 // relax opens a window of per-sender order: see outbox.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -158,6 +159,64 @@ func waitHealthPrefix(t *testing.T, n *Node, prefix string) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("health = %q, want %s", h, prefix)
+		}
+	}
+}
+
+// While relaxed, the oldest unconfirmed message is offered to the stream
+// again every retryInterval, and a large one only as often as its size at
+// answerRate allows: a frame of many MiB offered as often as a small one
+// fills the node's NATS connection and delays its heartbeats. Nothing
+// answers here (the node is not started, so it hears no answers), and the
+// clock is stepOut's argument.
+func TestReofferPacedBySize(t *testing.T) {
+	s := natsServer(t, 0, func(o *server.Options) { o.MaxPayload = 8 << 20 })
+	o := externalOptions(s.ClientURL(), "a", OrderTotal)
+	o.MaxMsgSize = 4 << 20
+	n, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Shutdown(context.Background()) })
+	watch, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close()
+	sub, err := watch.SubscribeSync(n.subj.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		size, want int // offers over 2 s
+	}{
+		{100, 10},    // every 200 ms
+		{4 << 20, 4}, // every 500 ms
+	} {
+		m := n.newOutMsg(1, []outFrame{{ws.OpBinary, make([]byte, tc.size)}})
+		t0 := time.Now()
+		n.out.mu.Lock()
+		n.out.relaxed, n.out.pending, n.out.frames, n.out.bytes = true, []*outMsg{m}, 1, int64(len(m.data))
+		n.out.mu.Unlock()
+		n.out.lastTry = t0
+		for now := t0; now.Sub(t0) <= 2*time.Second; now = now.Add(outTick) {
+			n.stepOut(now)
+		}
+		if err := n.nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := watch.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		got, _, _ := sub.Pending()
+		if got != tc.want {
+			t.Errorf("a %d-byte message was offered %d times in 2 s, want %d", tc.size, got, tc.want)
+		}
+		for range got {
+			sub.NextMsg(time.Second)
 		}
 	}
 }

@@ -98,6 +98,23 @@ func getMetrics(t *testing.T, addr string) string {
 	return string(body)
 }
 
+// metricValue reads a sample of the bus's /metrics at addr: name with its
+// labels as the exposition writes them, e.g. `ovbus_closes_total{reason="x"}`
+// (0 when absent).
+func metricValue(t *testing.T, addr, name string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(getMetrics(t, addr), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("/metrics: %s: %v", name, err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
 // wait returns the next event starting with prefix; the events before it
 // go to skipped. It fails the test after timeout or when the client ends.
 func (c *ovosClient) wait(prefix string, timeout time.Duration, skipped func(string)) string {

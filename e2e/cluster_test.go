@@ -17,6 +17,7 @@ import (
 
 	busclient "github.com/ovbus/ovbus/client"
 	"github.com/ovbus/ovbus/internal/testport"
+	"github.com/ovbus/ovbus/internal/testwait"
 	"github.com/ovbus/ovbus/message"
 	"github.com/ovbus/ovbus/ws"
 )
@@ -511,9 +512,13 @@ func startNATS(t *testing.T, o *server.Options) int {
 func TestClusterExternalNATS(t *testing.T) {
 	port := startNATS(t, &server.Options{JetStream: true, StoreDir: t.TempDir(), MaxPayload: 32 << 20, Username: "bus", Password: "pw"})
 	var nodes []*clusterNode
+	maddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	for i := range 2 {
 		sb := newSandbox(t)
 		sb.usePort()
+		if i == 0 {
+			sb.env["OVOS_BUS_METRICS_ADDRESS"] = maddr
+		}
 		sb.env["OVOS_BUS_CLUSTER_NATS_URL"] = "nats://127.0.0.1:" + strconv.Itoa(port)
 		sb.env["OVOS_BUS_CLUSTER_USER"] = "bus"
 		sb.env["OVOS_BUS_CLUSTER_PASSWORD"] = "pw"
@@ -536,7 +541,11 @@ func TestClusterExternalNATS(t *testing.T) {
 	for i := range n {
 		s.send(ws.OpText, []byte(clusterMsg("x", i)))
 	}
-	time.Sleep(100 * time.Millisecond) // the bus reads them from the socket
+	// The bus has read them (what it reads once SIGTERM came is not
+	// relayed): its cluster link numbered every frame.
+	testwait.Until(t, "node x0 to number the frames", 20*time.Second, func() bool {
+		return metricValue(t, maddr, "ovbus_cluster_sent_messages_total") >= n+1
+	})
 	if code := nodes[0].b.stop(syscall.SIGTERM, 20*time.Second); code != 0 {
 		t.Errorf("exit code %d after SIGTERM", code)
 	}

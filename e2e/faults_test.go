@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -568,20 +566,7 @@ func (fc *faultCluster) complete() bool {
 
 // metric reads a counter of node i's /metrics (0 when absent).
 func (fc *faultCluster) metric(i int, name string) float64 {
-	c := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
-	resp, err := c.Get("http://" + fc.metrics[i] + "/metrics")
-	if err != nil {
-		fc.t.Fatalf("node %d /metrics: %v", i, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	return 0
+	return metricValue(fc.t, fc.metrics[i], name)
 }
 
 // report logs the faults' table and writes it to OVBUS_FAULT_REPORT.
