@@ -18,7 +18,7 @@
 #
 #   steady-NAME-bench.{md,json,svg}  ovbus bench --steady: the servers interleaved, medians of N
 #   steady-NAME-client.{md,json}     bench/peers/cmd/client steady (gobwas/ws), the same scenarios and servers
-#   steady-NAME-floor.{md,json}      the floor (target floor-steady)
+#   steady-NAME-floor.{md,json}      the floors (targets floor-steady, -steady-corked, -steady-uring)
 #   steady-NAME-machine.txt          the machine, the commit, the load before and after each part
 #   steady-NAME-commands.txt         every command
 #   steady-NAME-steal.txt            vmstat -t 5 over the whole run (column st: stolen by the host)

@@ -41,9 +41,11 @@
 // servers' cost curves. Pin the writer for steady figures (taskset -c 0); the
 // reader follows -reader-cpu when taskset is installed.
 //
-// -steady measures the floor of steady traffic instead (steady.go): the
+// -steady measures the floors of steady traffic instead (steady.go): the
 // frames of `ovbus bench --steady`, sent by N clients at a total rate, each
-// relayed to all N by one thread with raw system calls.
+// relayed to all N by one thread with raw system calls: write(2) as each
+// frame comes, write(2) once per pass of the loop, and one io_uring_enter
+// for all of a frame's sends (uring_linux.go).
 package main
 
 import (
@@ -81,9 +83,10 @@ func main() {
 	conns := flag.Int("conns", 0, "subscriber connections (with -reader, internal)")
 	frames := flag.Int("frames", 0, "frames per subscriber (with -reader, internal)")
 	send := flag.Bool("send", false, "also send the frames on one more connection (with -reader, internal)")
-	jsonOut := flag.String("json", "", "also write the runs to `FILE` as a fan-out report (targets floor-burst and floor-relay), for bench/cmd/curve; with -steady, a steady report (target floor-steady)")
+	jsonOut := flag.String("json", "", "also write the runs to `FILE` as a fan-out report (targets floor-burst and floor-relay), for bench/cmd/curve; with -steady, a steady report (targets floor-steady, floor-steady-corked and floor-steady-uring)")
 	steady := flag.String("steady", "", "measure the floor of steady traffic instead: a `LIST` of steady scenarios as ovbus bench --preset takes them (steady, steady20, steady20-json, steady10, CLIENTS@RATE[:BINARY_SHARE])")
 	duration := flag.Duration("duration", bench.DefaultSteadyDuration, "with -steady: how long the clients send")
+	sndbuf := flag.Int("sndbuf", 0, "with -steady: SO_SNDBUF of the writer's sockets in `BYTES` (the kernel doubles it and stops tuning it), 0 for the kernel's own")
 	steadyReader := flag.String("steady-reader", "", "run as the clients of a -steady writer at `ADDR` (internal)")
 	flag.Parse()
 	switch {
@@ -91,7 +94,7 @@ func main() {
 		runSteadyReader(*steadyReader, *port, *steady, *duration)
 		return
 	case *steady != "":
-		runSteadyFloors(*steady, *duration, *repeat, *readerCPU, *jsonOut)
+		runSteadyFloors(*steady, *duration, *repeat, steadyOptions{readerCPU: *readerCPU, sndbuf: *sndbuf}, *jsonOut)
 		return
 	}
 	if *size < 126 || *size > 65535 {

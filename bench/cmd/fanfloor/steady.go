@@ -6,10 +6,12 @@ import (
 	"bufio"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,48 +45,76 @@ import (
 // iteration ends. At a steady rate it saves what frames happen to arrive in
 // the same pass; its writes per delivery say how many did.
 //
+// Or by making fewer system calls for the same writes: floor-steady-uring
+// relays as floor-steady does, after each read, but hands that read's sends
+// to every client whose queue is empty to the kernel as one batch, one
+// IORING_OP_SEND each, submitted and reaped with a single io_uring_enter
+// (uring_linux.go); what a socket does not take is queued as in the other
+// modes, and the sends that drain the queues of the sockets one epoll_wait
+// found writable go in one batch too. Reading stays with epoll and read(2),
+// as in the other modes, so that the writes are the only difference. Its
+// system calls per delivery count every call the loop makes (epoll_wait,
+// read, epoll_ctl, write and io_uring_enter) in every mode.
+//
 // The reader (this program again, -steady-reader, on another CPU) is the N
 // clients: Go connections, a sender goroutine each on its schedule and a
 // receiver each that counts bytes until it has every frame.
 
-// steadyModes are the two floors, run interleaved: every frame written as it
-// comes (relay), and the frames of one pass of the loop written together
-// (corked).
-var steadyModes = []string{"steady", "steady-corked"}
+// steadyModes are the floors, run interleaved: every frame written as it
+// comes (relay), the frames of one pass of the loop written together
+// (corked), and every frame sent as it comes with one io_uring_enter for all
+// its sends (uring).
+var steadyModes = []string{"steady", "steady-corked", "steady-uring"}
 
-// steadyFloor is one run's figures.
+// errUringUnavailable says that this kernel or architecture has no io_uring
+// for the steady-uring floor.
+var errUringUnavailable = errors.New("io_uring unavailable")
+
+// steadyFloor is one run's figures. Per delivery: writes are write(2) calls,
+// sends are writes and io_uring sends, enters are io_uring_enter calls, and
+// syscalls every system call of the loop.
 type steadyFloor struct {
-	perFrame, perDelivery, writesPerDelivery float64
-	frames                                   int
+	perFrame, perDelivery           float64
+	writes, sends, enters, syscalls float64
+	frames                          int
+	full                            int // sends that left bytes queued (the socket was full)
 }
 
 // runSteadyFloors runs every scenario repeat times and prints the medians;
-// with jsonOut it also writes the runs as a steady report (targets
-// floor-steady and floor-steady-corked), whose scenarios are named as ovbus
+// with jsonOut it also writes the runs as a steady report (a target
+// floor-MODE for each of steadyModes), whose scenarios are named as ovbus
 // bench names them.
-func runSteadyFloors(list string, duration time.Duration, repeat int, readerCPU, jsonOut string) {
+func runSteadyFloors(list string, duration time.Duration, repeat int, opt steadyOptions, jsonOut string) {
 	scs, err := bench.ParseSteadyScenarios(list)
 	if err != nil {
 		fail(fmt.Errorf("-steady: %v", err))
 	}
 	rep := bench.NewReport(bench.KindSteady, repeat, map[string]any{"duration": duration.String(), "steady": list,
 		"json_size":   fmt.Sprintf("%d-%d", bench.DefaultSizeMix.JSONMin, bench.DefaultSizeMix.JSONMax),
-		"binary_size": fmt.Sprintf("%d-%d", bench.DefaultSizeMix.BinaryMin, bench.DefaultSizeMix.BinaryMax), "seed": bench.DefaultSteadySeed})
+		"binary_size": fmt.Sprintf("%d-%d", bench.DefaultSizeMix.BinaryMin, bench.DefaultSizeMix.BinaryMax), "seed": bench.DefaultSteadySeed, "sndbuf": opt.sndbuf})
 	rep.Command = strings.Join(os.Args, " ")
-	runs := make([][][]steadyFloor, len(steadyModes)) // [mode][scenario][run]
-	for m := range steadyModes {
+	modes := steadyModes
+	uringErr := uringAvailable()
+	if uringErr != nil {
+		fmt.Fprintf(os.Stderr, "fanfloor: floor-steady-uring left out: %v\n", uringErr)
+		modes = slices.DeleteFunc(slices.Clone(modes), func(m string) bool { return m == "steady-uring" })
+		rep.Settings["uring"] = uringErr.Error()
+	}
+	runs := make([][][]steadyFloor, len(modes)) // [mode][scenario][run]
+	for m := range modes {
 		runs[m] = make([][]steadyFloor, len(scs))
 	}
 	for r := range repeat {
 		for i, sc := range scs {
-			for m, mode := range steadyModes {
-				f := steadyFloorRun(sc, duration, readerCPU, m == 1)
+			for m, mode := range modes {
+				f := steadyFloorRun(sc, duration, mode, opt)
 				runs[m][i] = append(runs[m][i], f)
 				rep.SeriesFor(sc.String(), bench.Target{Name: bench.FloorPrefix + mode, PID: -1}).Add(map[string]float64{
 					"clients": float64(sc.Clients), "rate": sc.Rate, "binary_share": sc.BinaryShare, "duration_s": duration.Seconds(),
 					"sent": float64(f.frames), "delivered": float64(f.frames * sc.Clients), "lost": 0,
 					"server_cpu_us_per_frame": f.perFrame, "server_cpu_us_per_delivery": f.perDelivery,
-					"writes_per_delivery": f.writesPerDelivery,
+					"writes_per_delivery": f.writes, "sends_per_delivery": f.sends, "enters_per_delivery": f.enters,
+					"syscalls_per_delivery": f.syscalls, "full_per_delivery": float64(f.full) / float64(f.frames*sc.Clients),
 				})
 				fmt.Fprintf(os.Stderr, "fanfloor: %s %s run %d/%d: %.2f µs per frame, %.3f per delivery\n", mode, sc, r+1, repeat, f.perFrame, f.perDelivery)
 			}
@@ -101,10 +131,14 @@ func runSteadyFloors(list string, duration time.Duration, repeat int, readerCPU,
 		}
 	}
 	fmt.Printf("# fanfloor -steady: the frames of ovbus bench --steady, %v each, %d runs, medians (min-max)\n", duration, repeat)
-	fmt.Println("| scenario | floor | writer CPU µs per frame | µs per delivery | writes per delivery |")
-	fmt.Println("|---|---|---:|---:|---:|")
+	if uringErr != nil {
+		fmt.Printf("floor-steady-uring left out: %v\n", uringErr)
+	}
+	fmt.Println("| scenario | floor | writer CPU µs per frame | ÷ floor-steady | µs per delivery | sends per delivery | write(2) per delivery | io_uring_enter per delivery | system calls per delivery |")
+	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|---:|")
 	for i, sc := range scs {
-		for m, mode := range steadyModes {
+		var base float64 // floor-steady's median µs per frame, the first mode's
+		for m, mode := range modes {
 			get := func(f func(steadyFloor) float64) []float64 {
 				v := make([]float64, len(runs[m][i]))
 				for j, r := range runs[m][i] {
@@ -113,8 +147,13 @@ func runSteadyFloors(list string, duration time.Duration, repeat int, readerCPU,
 				return v
 			}
 			pf, pd := get(func(f steadyFloor) float64 { return f.perFrame }), get(func(f steadyFloor) float64 { return f.perDelivery })
-			fmt.Printf("| %s | %s | %.2f (%.2f–%.2f) | %.3f (%.3f–%.3f) | %.2f |\n", sc, bench.FloorPrefix+mode, median(pf), slices.Min(pf), slices.Max(pf),
-				median(pd), slices.Min(pd), slices.Max(pd), median(get(func(f steadyFloor) float64 { return f.writesPerDelivery })))
+			if m == 0 {
+				base = median(pf)
+			}
+			fmt.Printf("| %s | %s | %.2f (%.2f–%.2f) | ×%.2f | %.3f (%.3f–%.3f) | %.3f | %.3f | %.3f | %.3f |\n", sc, bench.FloorPrefix+mode, median(pf), slices.Min(pf), slices.Max(pf),
+				median(pf)/base, median(pd), slices.Min(pd), slices.Max(pd), median(get(func(f steadyFloor) float64 { return f.sends })),
+				median(get(func(f steadyFloor) float64 { return f.writes })), median(get(func(f steadyFloor) float64 { return f.enters })),
+				median(get(func(f steadyFloor) float64 { return f.syscalls })))
 		}
 	}
 }
@@ -194,16 +233,24 @@ type floorConn struct {
 	written int
 }
 
-// steadyFloorRun makes one run of sc and returns the writer's figures;
-// corked writes the frames of one pass of the loop together.
-func steadyFloorRun(sc bench.SteadyScenario, d time.Duration, readerCPU string, corked bool) steadyFloor {
+// steadyOptions are how the floors run.
+type steadyOptions struct {
+	readerCPU string // the reader's CPU list (taskset), empty for any
+	sndbuf    int    // SO_SNDBUF of the writer's sockets, 0 for the kernel's autotuning
+}
+
+// steadyFloorRun makes one run of sc in mode (one of steadyModes) and
+// returns the writer's figures.
+func steadyFloorRun(sc bench.SteadyScenario, d time.Duration, mode string, opt steadyOptions) steadyFloor {
+	corked := mode == "steady-corked"
 	lfd, port := listen()
 	defer syscall.Close(lfd)
-	ctl, stop := startReader(readerCPU, func(ctlAddr string) []string {
+	ctl, stop := startReader(opt.readerCPU, func(ctlAddr string) []string {
 		return []string{"-steady-reader", ctlAddr, "-port", fmt.Sprint(port), "-steady", steadyScenarioArg(sc), "-duration", d.String()}
 	})
 	defer stop()
 	conns := make([]*floorConn, 0, sc.Clients)
+	fds := make([]int, 0, sc.Clients)
 	for len(conns) < sc.Clients {
 		fd, _, err := syscall.Accept4(lfd, syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC)
 		if err == syscall.EINTR {
@@ -212,20 +259,39 @@ func steadyFloorRun(sc bench.SteadyScenario, d time.Duration, readerCPU string, 
 		if err != nil {
 			fail(err)
 		}
+		if opt.sndbuf > 0 {
+			if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_SNDBUF, opt.sndbuf); err != nil {
+				fail(err)
+			}
+		}
 		conns = append(conns, &floorConn{i: len(conns), fd: fd, in: make([]byte, 0, 64<<10)})
+		fds = append(fds, fd)
 	}
 	defer func() {
-		for _, c := range conns {
-			syscall.Close(c.fd)
+		for _, fd := range fds {
+			syscall.Close(fd)
 		}
 	}()
+	var ring *uring
+	if mode == "steady-uring" {
+		// The ring is this thread's: single issuer, deferred task work.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var err error
+		if ring, err = newUring(len(conns), fds); err != nil {
+			fail(err)
+		}
+		defer ring.close()
+	}
 	ep, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
 		fail(err)
 	}
 	defer syscall.Close(ep)
+	calls, writes, done, full := 0, 0, 0, 0 // system calls of the loop, write(2) calls among them
 	watch := func(c *floorConn, op int, events uint32) {
 		ev := syscall.EpollEvent{Events: events, Fd: int32(c.i)}
+		calls++
 		if err := syscall.EpollCtl(ep, op, c.fd, &ev); err != nil {
 			fail(err)
 		}
@@ -236,10 +302,7 @@ func steadyFloorRun(sc bench.SteadyScenario, d time.Duration, readerCPU string, 
 	ctlr := bufio.NewReader(ctl)
 	expect(ctlr, "ready")
 	frames, total := runBytes(sc, d)
-	calls, done := 0, 0
-	flush := func(c *floorConn) { // write what c has waiting; EPOLLOUT off once it is all out
-		n, k := writeSome(c.fd, c.out)
-		calls += k
+	flushed := func(c *floorConn, n int) { // n bytes of c.out went; EPOLLOUT off once it is all out
 		c.written += n
 		c.out = c.out[:copy(c.out, c.out[n:])]
 		if len(c.out) == 0 {
@@ -249,22 +312,45 @@ func steadyFloorRun(sc bench.SteadyScenario, d time.Duration, readerCPU string, 
 			done++
 		}
 	}
+	reapFlush := func(i, res int) { flushed(conns[i], sendResult(res)) }
+	flush := func(c *floorConn) { // write what c has waiting
+		if ring != nil {
+			ring.send(c.i, c.out, reapFlush) // submitted with the other flushes of this pass
+			return
+		}
+		n, k := writeSome(c.fd, c.out)
+		writes += k
+		flushed(c, n)
+	}
+	var relayed []byte                  // what the ring's sends of relay carry
+	sent := func(c *floorConn, n int) { // n bytes of relayed went to c
+		c.written += n
+		if n < len(relayed) { // the socket is full: the rest when it has room
+			full++
+			c.out = append(c.out, relayed[n:]...)
+			watch(c, syscall.EPOLL_CTL_MOD, syscall.EPOLLIN|syscall.EPOLLOUT)
+		}
+		if c.written == total {
+			done++
+		}
+	}
+	reapRelay := func(i, res int) { sent(conns[i], sendResult(res)) }
 	relay := func(b []byte) { // b: whole frames, to every client
+		relayed = b
 		for _, c := range conns {
-			if len(c.out) > 0 {
+			switch {
+			case len(c.out) > 0:
 				c.out = append(c.out, b...)
-				continue
+			case ring != nil:
+				ring.send(c.i, b, reapRelay)
+			default:
+				n, k := writeSome(c.fd, b)
+				writes += k
+				sent(c, n)
 			}
-			n, k := writeSome(c.fd, b)
-			calls += k
-			c.written += n
-			if n < len(b) { // the socket is full: the rest when it has room
-				c.out = append(c.out, b[n:]...)
-				watch(c, syscall.EPOLL_CTL_MOD, syscall.EPOLLIN|syscall.EPOLLOUT)
-			}
-			if c.written == total {
-				done++
-			}
+		}
+		if ring != nil {
+			ring.submit(reapRelay)
 		}
 	}
 	start := cpuSample()
@@ -275,17 +361,25 @@ func steadyFloorRun(sc bench.SteadyScenario, d time.Duration, readerCPU string, 
 	var pass []byte // corked: the whole frames of this pass of the loop, in the order read
 	for done < len(conns) {
 		k, err := syscall.EpollWait(ep, evs, -1)
+		calls++
 		if err == syscall.EINTR {
 			continue
 		}
 		if err != nil {
 			fail(err)
 		}
+		// The queues of the sockets that have room first (with the ring,
+		// in one batch), then what the readable ones sent.
 		for _, ev := range evs[:k] {
-			c := conns[ev.Fd]
-			if ev.Events&syscall.EPOLLOUT != 0 && len(c.out) > 0 {
+			if c := conns[ev.Fd]; ev.Events&syscall.EPOLLOUT != 0 && len(c.out) > 0 {
 				flush(c)
 			}
+		}
+		if ring != nil {
+			ring.submit(reapFlush)
+		}
+		for _, ev := range evs[:k] {
+			c := conns[ev.Fd]
 			if ev.Events&syscall.EPOLLIN == 0 {
 				continue
 			}
@@ -297,6 +391,7 @@ func steadyFloorRun(sc bench.SteadyScenario, d time.Duration, readerCPU string, 
 				c.in = slices.Grow(c.in, n-len(c.in))
 			}
 			r, err := syscall.Read(c.fd, c.in[len(c.in):cap(c.in)])
+			calls++
 			if err == syscall.EINTR || err == syscall.EAGAIN {
 				continue
 			}
@@ -325,8 +420,41 @@ func steadyFloorRun(sc bench.SteadyScenario, d time.Duration, readerCPU string, 
 	expect(ctlr, "done")
 	cpu := stats.CPUSince(start, cpuSample())
 	us := float64(cpu.Nanoseconds()) / 1e3
-	return steadyFloor{perFrame: us / float64(frames), perDelivery: us / float64(frames*sc.Clients),
-		writesPerDelivery: float64(calls) / float64(frames*sc.Clients), frames: frames}
+	deliveries := float64(frames * sc.Clients)
+	f := steadyFloor{perFrame: us / float64(frames), perDelivery: us / deliveries, frames: frames, full: full,
+		writes: float64(writes) / deliveries, sends: float64(writes) / deliveries}
+	calls += writes
+	if ring != nil {
+		calls += ring.enters
+		f.sends += float64(ring.submitted) / deliveries
+		f.enters = float64(ring.enters) / deliveries
+	}
+	f.syscalls = float64(calls) / deliveries
+	return f
+}
+
+// sendResult is the bytes an io_uring send took, as writeSome counts them:
+// -EAGAIN (the socket is full) took none; any other error ends the run.
+func sendResult(res int) int {
+	if res == -int(syscall.EAGAIN) {
+		return 0
+	}
+	if res < 0 {
+		fail(fmt.Errorf("io_uring send: %v", syscall.Errno(-res)))
+	}
+	return res
+}
+
+// uringAvailable says whether this kernel sets up a ring.
+func uringAvailable() error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r, err := newUring(1, nil)
+	if err != nil {
+		return err
+	}
+	r.close()
+	return nil
 }
 
 // writeSome writes as much of b to the non-blocking socket fd as it takes
