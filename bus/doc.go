@@ -50,5 +50,6 @@
 // In-process handlers follow the log like a client does, and so does a
 // Follower (Server.Follow): a bounded reader of the raw frames for packages
 // built on the bus (a cluster link, a monitor), which may also publish
-// frames with an origin of their own (Server.Publish, Options.Sequencer).
+// frames with an origin of their own (Server.Publish, Server.PublishBatch,
+// Options.Sequencer).
 package bus

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -53,8 +54,10 @@ import (
 // wake channel itself and hands the rest, and every session, to a waker
 // goroutine (wakeSleepers), which wakes them outside the lock and writes
 // the sessions' batches itself when their sockets take them at once
-// (session.wake). Once in a while the publisher scans the followers'
-// cursors to release what everybody has fetched.
+// (session.wake). A batch of frames (publishFrames) is appended under one
+// hold of the lock and wakes them once, after its last frame. Once in a
+// while the publisher scans the followers' cursors to release what
+// everybody has fetched.
 
 // entry is one message of the log. It is immutable once published. The
 // entries of frames in shared segments are carved from slabs (entrySlab)
@@ -253,24 +256,61 @@ func (h *hub) growRing(r *ring) *ring {
 
 // publishFrame encodes a data frame of type op (copying payload) and
 // appends it to the log with meta's born, mtype, origin, to and route (meta
-// itself is not kept). A small frame is encoded into the shared segment
-// under the lock (segments and slabs are allocated outside it); a large
-// one beforehand into a buffer of its own.
+// itself is not kept), then wakes the followers.
 func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOptions, meta *entry) error {
-	n := ws.PreparedFrameSize(len(payload))
 	h.mu.Lock()
+	head := h.head.Load()
+	err := h.appendFrame(op, payload, co, meta)
+	h.wakeLocked(head)
+	return err
+}
+
+// publishFrames appends frames in their order as publishFrame does each,
+// with born, each frame's Origin and, when mtypes is not nil, mtypes[i], and
+// wakes the followers once, after the last: a writer woken by them finds
+// them all in the log and writes them at once, and the publisher pays one
+// wake instead of one per frame. It holds mu throughout (letting go only to
+// allocate a segment, a slab or a large frame's buffer), so no other
+// publisher's frame comes between them. A frame that cannot be encoded is
+// left out; it returns how many were, and the first error.
+func (h *hub) publishFrames(frames []Frame, mtypes []string, co ws.CompressionOptions, born int64) (failed int, err error) {
+	meta := entry{born: born}
+	h.mu.Lock()
+	head := h.head.Load()
+	for i, f := range frames {
+		meta.origin, meta.mtype = f.Origin, ""
+		if mtypes != nil {
+			meta.mtype = mtypes[i]
+		}
+		if e := h.appendFrame(f.Op, f.Payload, co, &meta); e != nil {
+			failed++
+			err = cmp.Or(err, e)
+		}
+	}
+	h.wakeLocked(head)
+	return failed, err
+}
+
+// appendFrame encodes a frame and appends it to the log, without waking
+// anyone. A small frame is encoded into the shared segment under mu
+// (segments and slabs are allocated outside it); a large one into a buffer
+// of its own, outside mu. The caller holds mu, which appendFrame may let go
+// of and take again.
+func (h *hub) appendFrame(op ws.Opcode, payload []byte, co ws.CompressionOptions, meta *entry) error {
+	n := ws.PreparedFrameSize(len(payload))
 	for {
 		c := h.segCap
 		if !op.IsData() || c == 0 || n > c/4 {
 			h.mu.Unlock()
 			e := &entry{born: meta.born, mtype: meta.mtype, origin: meta.origin, to: meta.to, route: meta.route}
 			buf, err := ws.AppendPreparedMessageTo(&e.msg, nil, op, payload, co)
+			h.mu.Lock()
 			if err != nil {
 				return err
 			}
 			e.pm, e.size = &e.msg, int64(n)
 			e.seg = &segment{buf: buf}
-			h.publish(e)
+			h.appendOwn(e)
 			return nil
 		}
 		if len(h.slab) == 0 {
@@ -312,7 +352,6 @@ func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOption
 	}
 	e, g := &h.slab[0], h.seg
 	if _, err := ws.AppendPreparedMessageTo(&e.msg, g.buf[:h.segUsed], op, payload, co); err != nil {
-		h.mu.Unlock()
 		return err
 	}
 	h.slab = h.slab[1:]
@@ -321,13 +360,22 @@ func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOption
 	h.segUsed += n
 	h.segFrames += int64(n)
 	g.arena.frames++
-	h.publishLocked(e)
+	h.appendLocked(e)
 	return nil
 }
 
-// publish appends e, whose frame is not in a shared segment, to the log.
+// publish appends e, whose frame is not in a shared segment, to the log and
+// wakes the followers.
 func (h *hub) publish(e *entry) {
 	h.mu.Lock()
+	head := h.head.Load()
+	h.appendOwn(e)
+	h.wakeLocked(head)
+}
+
+// appendOwn appends e, whose frame is not in a shared segment, to the log.
+// The caller holds mu.
+func (h *hub) appendOwn(e *entry) {
 	if g := h.seg; g != nil && h.segUsed > 0 {
 		// The shared segment ends here (the log's order must stay the
 		// order of the bytes in it); the frames after e go on in the rest
@@ -338,12 +386,13 @@ func (h *hub) publish(e *entry) {
 	if e.seg != nil {
 		e.seg.seal(h.head.Load()+1, len(e.seg.buf))
 	}
-	h.publishLocked(e)
+	h.appendLocked(e)
 }
 
-// publishLocked appends e to the log, wakes the sleeping followers (or has
-// them woken) and unlocks mu.
-func (h *hub) publishLocked(e *entry) {
+// appendLocked gives e the next sequence number and puts it into the log,
+// releasing what the bounds ask. The caller holds mu and, once done
+// appending, calls wakeLocked.
+func (h *hub) appendLocked(e *entry) {
 	seq := h.head.Load()
 	e.seq = seq
 	total := h.bytes.Load() + e.size
@@ -361,7 +410,17 @@ func (h *hub) publishLocked(e *entry) {
 	r.slots[seq&r.mask].Store(e)
 	h.head.Store(seq + 1)
 	h.trim(seq+1, e.born)
+}
+
+// wakeLocked wakes the sleeping followers (or has them woken) when the log
+// grew past head, tells the followers the bounds cut, and unlocks mu.
+func (h *hub) wakeLocked(head uint64) {
 	cut := h.takeCut()
+	if h.head.Load() == head {
+		h.mu.Unlock() // nothing appended (a frame that could not be encoded)
+		h.notifyCut(cut)
+		return
+	}
 	// The sleepers to wake, taken out of the sleepers under the lock and
 	// woken after it.
 	var wake [inlineWakes]*follower

@@ -171,6 +171,37 @@ func (s *Server) Publish(op ws.Opcode, payload []byte, origin string) error {
 	return nil
 }
 
+// PublishBatch appends frames to the log in their order, as Publish would
+// each with its Op, Payload and Origin (their Seq and Time are ignored: the
+// log gives them), with two differences: no other frame comes between them,
+// and the clients' writers are woken once, after the last, so a client that
+// keeps up gets the batch in one write instead of piece by piece while it is
+// appended. For frames that arrive together from elsewhere, such as a
+// cluster node's batch. The payloads are copied. It returns ErrServerClosed
+// after Shutdown, and an error, appending nothing, when a frame is neither
+// text nor binary.
+func (s *Server) PublishBatch(frames []Frame) error {
+	if s.closing.Load() {
+		return ErrServerClosed
+	}
+	for _, f := range frames {
+		if err := checkDataOp(f.Op); err != nil {
+			return err
+		}
+	}
+	var mtypes []string
+	if s.live.Load().needTypes {
+		mtypes = make([]string, len(frames))
+		for i, f := range frames {
+			mtypes[i] = messageType(f.Payload)
+		}
+	}
+	if n, err := s.hub.publishFrames(frames, mtypes, s.opts.Compression, s.hub.now()); err != nil {
+		s.log.Error("Cannot encode message", "error", err, "frames", n)
+	}
+	return nil
+}
+
 // Emit sends m into the bus, as if a client had sent it: every client and
 // every in-process handler receives it, in the bus's one order.
 func (s *Server) Emit(m message.Message) error {

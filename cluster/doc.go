@@ -5,8 +5,8 @@
 //
 // It plugs into package bus only through the bus's public API: a
 // bus.Sequencer (order "total"), a bus.Follower of the log (order
-// "sender"), Server.Publish with an origin, Server.AddHealth and
-// Server.Metrics. Package bus knows nothing of NATS; a program that embeds
+// "sender"), Server.PublishBatch and Server.Publish with an origin,
+// Server.AddHealth and Server.Metrics. Package bus knows nothing of NATS; a program that embeds
 // the bus without clustering compiles none of it.
 //
 //	node, err := cluster.New(cluster.Options{Name: "home", Listen: "0.0.0.0:6222",

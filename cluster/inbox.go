@@ -77,6 +77,9 @@ type inbox struct {
 	heldBytes int64
 	heldSince time.Time
 
+	// frames is deliverLocked's buffer, kept between messages
+	frames []bus.Frame
+
 	// when the last frame was delivered outside the stream's order (Unix
 	// ns; read without mu by /health)
 	relaxedAt atomic.Int64
@@ -220,24 +223,31 @@ func (n *Node) deliverLocked(o *origin, m *inMsg, src source, late bool) {
 		n.m.relaxedFrames.Add(float64(k))
 		n.in.relaxedAt.Store(time.Now().UnixNano())
 	}
-	b := n.bus.Load()
 	origin := m.origin
 	if self {
 		origin = ""
 	}
+	// The frames go into the log together (one wake of the clients'
+	// writers, who then write them at once), as they crossed.
+	frames := n.in.frames[:0]
+	size := 0
 	err := m.each(skip, func(op ws.Opcode, p []byte) {
-		n.m.inMsgs.Inc()
-		n.m.inBytes.Add(float64(len(p)))
-		if b == nil {
-			return
-		}
-		if err := b.Publish(op, p, origin); err != nil && !errors.Is(err, bus.ErrServerClosed) {
-			n.lost("in", "publish", 1)
-		}
+		frames = append(frames, bus.Frame{Op: op, Payload: p, Origin: origin})
+		size += len(p)
 	})
 	if err != nil {
 		n.lost("in", "malformed", k)
+		return
 	}
+	n.m.inMsgs.Add(float64(len(frames)))
+	n.m.inBytes.Add(float64(size))
+	if b := n.bus.Load(); b != nil {
+		if err := b.PublishBatch(frames); err != nil && !errors.Is(err, bus.ErrServerClosed) {
+			n.lost("in", "publish", len(frames))
+		}
+	}
+	clear(frames) // holds no payload of m past its delivery
+	n.in.frames = frames[:0]
 }
 
 // askLocked asks o's node for the frames of the gap: what a message

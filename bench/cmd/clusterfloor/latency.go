@@ -372,7 +372,9 @@ func (o *ovbusTarget) receivers(n int) ([]chan arrival, func(), error) {
 		chans = append(chans, ch)
 		go func() {
 			for {
-				_, p, err := c.ReadMessage(context.Background())
+				// Each frame looked at in place, as the floor's
+				// receivers look at theirs (no copy per frame).
+				_, p, err := c.NextMessage(context.Background())
 				if err != nil {
 					return
 				}
@@ -389,7 +391,7 @@ func (o *ovbusTarget) receivers(n int) ([]chan arrival, func(), error) {
 	}
 	go func() { // the sender's own frames come back to it
 		for {
-			if _, _, err := snd.ReadMessage(context.Background()); err != nil {
+			if _, _, err := snd.NextMessage(context.Background()); err != nil {
 				return
 			}
 		}

@@ -13,7 +13,9 @@
 // batch format), cut by the same rule (cluster.BatchFits). The driver talks
 // to every server, and to every ovbus node, over one loopback TCP
 // connection per client, so the two paths differ by what ovbus adds: the
-// WebSocket framing, the bus, the node.
+// WebSocket framing, the bus, the node. Every receiver looks at every frame
+// in place, a floor receiver in its NATS message, an ovbus one with
+// ws.Conn.NextMessage, so neither pays a copy per frame the other does not.
 //
 //	lone   one frame at a time, -gap apart: the latency from the sender to
 //	       a client on each of the two other nodes (ovbus: WebSocket clients;
