@@ -52,8 +52,10 @@ const (
 // with a pong (RFC 6455 §5.5.2), and a received close frame is echoed
 // (§5.5.1) and reported as a *CloseError.
 //
-// The fields smaller than a word are packed in each group so that a Conn
-// fits the 320-byte size class.
+// A Conn is one allocation with its Protocol and its raw I/O: an idle
+// connection keeps nothing else of ws (TestIdleSizes). The fields smaller
+// than a word are packed in each group so that it fits the 512-byte size
+// class.
 type Conn struct {
 	nc     net.Conn
 	params *DeflateParams
@@ -61,7 +63,7 @@ type Conn struct {
 	// p is the sans-IO protocol. Its read side (Receive, Next) is used by the
 	// reading goroutine without a lock; its write side (Append*) is used
 	// under pmu, which is held only for short, IO-free calls.
-	p      *Protocol
+	p      Protocol
 	pmu    sync.Mutex
 	role   Role
 	closed atomic.Bool
@@ -73,7 +75,9 @@ type Conn struct {
 	// msgPartial: NextMessage timed out with part of a message in msg.
 	msgPartial bool
 	// trying: tryNextMessage is reading; readNet does not wait.
-	trying     bool
+	trying bool
+	// raw: rio serves nc (a plain socket on Linux); fixed at creation.
+	raw        bool
 	readMin    int32 // the least free space to read into (half the read buffer)
 	activeRead *messageReader
 	readErr    error // sticky error of the read side
@@ -95,10 +99,9 @@ type Conn struct {
 	// wbuf is exactly those frames).
 	wbuf       []byte
 	wbufp      *[]byte // the pool's handle of wbuf
-	bufs       net.Buffers
-	rio        *rawIO // raw system calls on a plain socket (rawio_linux.go), or nil
-	writeErr   error  // sticky: a failed or partial write leaves the stream unusable
-	ctrlQueued []byte // control frames (pongs) waiting for the write lock
+	rio        rawIO   // raw system calls on a plain socket (rawio_linux.go) when raw
+	writeErr   error   // sticky: a failed or partial write leaves the stream unusable
+	ctrlQueued []byte  // control frames (pongs) waiting for the write lock
 
 	closeSent    atomic.Bool
 	closeOnce    sync.Once
@@ -193,22 +196,22 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 		cfg.closeTimeout = DefaultCloseTimeout
 	}
 	c := &Conn{
-		nc:     nc,
-		role:   cfg.role,
-		params: cfg.params,
-		p: NewProtocol(Config{
-			Role:           cfg.role,
-			MaxFrameSize:   cfg.maxFrameSize,
-			MaxMessageSize: cfg.maxMessageSize,
-			Deflate:        cfg.params,
-			Compression:    cfg.compression,
-			ReadBufferSize: cfg.readBufferSize,
-			Budget:         cfg.budget,
-		}),
+		nc:           nc,
+		role:         cfg.role,
+		params:       cfg.params,
 		readMin:      int32(max(min(cfg.readBufferSize/2, math.MaxInt32), 1)),
 		wbufSize:     int32(min(cfg.writeBufferSize, math.MaxInt32)),
 		closeTimeout: cfg.closeTimeout,
 	}
+	c.p.init(Config{
+		Role:           cfg.role,
+		MaxFrameSize:   cfg.maxFrameSize,
+		MaxMessageSize: cfg.maxMessageSize,
+		Deflate:        cfg.params,
+		Compression:    cfg.compression,
+		ReadBufferSize: cfg.readBufferSize,
+		Budget:         cfg.budget,
+	})
 	c.mcharge.b = cfg.budget
 	if cfg.subprotocol != "" || cfg.onPing != nil || cfg.onPong != nil || len(cfg.leftover) > 0 {
 		x := c.extra()
@@ -217,10 +220,7 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 			x.pending = append([]byte(nil), cfg.leftover...)
 		}
 	}
-	c.rio = newRawIO(nc)
-	if c.rio != nil {
-		c.rio.hooks = c
-	}
+	c.raw = c.rio.init(nc)
 	return c
 }
 
@@ -252,6 +252,15 @@ type bufferHooks interface {
 }
 
 func (c *Conn) idleBuffer() bool { return c.p.ReleaseReadBuffer() }
+
+// hooks returns c as the bufferHooks of a raw read into the Protocol's
+// receive buffer (idle), or nil for a read into another buffer.
+func (c *Conn) hooks(idle bool) bufferHooks {
+	if idle {
+		return c
+	}
+	return nil
+}
 
 func (c *Conn) refillBuffer() []byte { return c.p.ReadBuffer(int(c.readMin)) }
 

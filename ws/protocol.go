@@ -201,7 +201,14 @@ type Protocol struct {
 
 // NewProtocol returns a Protocol configured by cfg.
 func NewProtocol(cfg Config) *Protocol {
-	p := &Protocol{
+	p := new(Protocol)
+	p.init(cfg)
+	return p
+}
+
+// init configures a zero Protocol by cfg (a Conn's is a field of it).
+func (p *Protocol) init(cfg Config) {
+	*p = Protocol{
 		role:     cfg.Role,
 		maxFrame: cfg.MaxFrameSize,
 		maxMsg:   cfg.MaxMessageSize,
@@ -230,7 +237,6 @@ func NewProtocol(cfg Config) *Protocol {
 		p.fl.zcharge.b = cfg.Budget
 	}
 	p.openPlain = p.fl == nil
-	return p
 }
 
 // Role returns the role the Protocol plays.

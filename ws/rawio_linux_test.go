@@ -37,15 +37,22 @@ func tcpPair(t *testing.T) (a, b net.Conn) {
 	return a, b
 }
 
+// newRawIO returns the raw I/O of nc, a plain socket.
+func newRawIO(t *testing.T, nc net.Conn) *rawIO {
+	t.Helper()
+	r := new(rawIO)
+	if !r.init(nc) {
+		t.Fatal("no raw I/O for a TCP connection")
+	}
+	return r
+}
+
 // TestRawIOStream writes batches that fill the socket buffers (raw writes
 // that hit EAGAIN and partial writev) to a slow reader, and checks every
 // byte, with raw reads on the other end.
 func TestRawIOStream(t *testing.T) {
 	a, b := tcpPair(t)
-	w, r := newRawIO(a), newRawIO(b)
-	if w == nil || r == nil {
-		t.Fatal("no raw I/O for a TCP connection")
-	}
+	w, r := newRawIO(t, a), newRawIO(t, b)
 	a.(*net.TCPConn).SetWriteBuffer(64 << 10)
 	b.(*net.TCPConn).SetReadBuffer(64 << 10)
 	const total = 2 << 20
@@ -116,7 +123,7 @@ func TestRawIOStream(t *testing.T) {
 
 func TestRawIOErrors(t *testing.T) {
 	a, b := tcpPair(t)
-	w, r := newRawIO(a), newRawIO(b)
+	w, r := newRawIO(t, a), newRawIO(t, b)
 	// A write deadline while the peer does not read.
 	a.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 	chunk := make([]byte, 4<<10)
@@ -140,7 +147,8 @@ func TestRawIOErrors(t *testing.T) {
 	if _, err := r.read(make([]byte, 10)); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("read after Close: %v, want net.ErrClosed", err)
 	}
-	if newRawIO(nil) != nil {
+	var none rawIO
+	if none.init(nil) {
 		t.Fatal("raw I/O for a nil connection")
 	}
 }

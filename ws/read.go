@@ -64,7 +64,7 @@ func (c *Conn) NextMessage(ctx context.Context) (Opcode, []byte, error) {
 // (nonblock.NextMessage, which documents it). Between messages it gives the
 // message buffer and the receive buffer back to the pools.
 func (c *Conn) tryNextMessage() (Opcode, []byte, error) {
-	if c.rio == nil {
+	if !c.raw {
 		return 0, nil, errNoTryRead
 	}
 	c.rmu.Lock()
@@ -94,7 +94,7 @@ func (c *Conn) tryNextMessage() (Opcode, []byte, error) {
 
 // canTryRead reports whether tryNextMessage works on this connection: a
 // raw socket on Linux (nonblock.Supported).
-func (c *Conn) canTryRead() bool { return c.rio != nil }
+func (c *Conn) canTryRead() bool { return c.raw }
 
 // resumeMessage returns the buffer the next message is read into: the part
 // of a message the last call left (it timed out, or would have blocked, in
@@ -289,7 +289,7 @@ func (c *Conn) failMessage(err error) error {
 // NextMessage's comes from the pools and the one it replaces goes back.
 func (c *Conn) growMsg(buf []byte, need int, rest int64, owned bool) []byte {
 	bound := int64(-1)
-	if p := c.p; !p.msgCompressed && p.hdr.Fin {
+	if p := &c.p; !p.msgCompressed && p.hdr.Fin {
 		bound = int64(len(buf)) + rest // the whole message is announced
 	} else if p.maxMsg >= 0 {
 		bound = p.maxMsg + 1
@@ -460,13 +460,13 @@ func (c *Conn) readNet(b []byte, idle bool) (int, error) {
 	var n int
 	var err error
 	switch {
-	case c.rio != nil && c.trying:
-		n, err = c.rio.tryRead(b, idle)
+	case c.raw && c.trying:
+		n, err = c.rio.tryRead(b, c.hooks(idle))
 		if err == errWouldBlock {
 			return 0, err // nothing consumed, the stream is intact
 		}
-	case c.rio != nil:
-		n, err = c.rio.readIdle(b, idle)
+	case c.raw:
+		n, err = c.rio.readIdle(b, c.hooks(idle))
 	default:
 		n, err = c.nc.Read(b)
 	}

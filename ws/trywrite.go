@@ -10,7 +10,7 @@ func (c *Conn) tryWritePreparedFrames(frames []byte) (n int, held bool, err erro
 	if c.role != RoleServer {
 		return 0, false, errPreparedClient
 	}
-	if c.rio == nil || len(frames) == 0 || !c.wmu.TryLock() {
+	if !c.raw || len(frames) == 0 || !c.wmu.TryLock() {
 		return 0, false, nil
 	}
 	if err := c.writable(); err != nil {

@@ -192,7 +192,8 @@ func (c *Conn) writePreparedLocked(ms []*PreparedMessage) error {
 	// is written as one, and a connection that only ever wrote that keeps no
 	// vector.
 	one := c.wbuf
-	bufs := c.bufs[:0]
+	var bufs net.Buffers
+	var vec *net.Buffers // bufs's box in vectors, once there are two buffers
 	c.pmu.Lock()
 	contextual := c.p.fl != nil && c.p.fl.contextual()
 	for _, m := range ms {
@@ -208,7 +209,7 @@ func (c *Conn) writePreparedLocked(ms []*PreparedMessage) error {
 		}
 		if err != nil {
 			c.pmu.Unlock()
-			clear(bufs)
+			putVector(vec, bufs)
 			c.flushLocked() // what was buffered still goes out
 			return err
 		}
@@ -220,7 +221,8 @@ func (c *Conn) writePreparedLocked(ms []*PreparedMessage) error {
 		case k < 0 && adjacent(one, f):
 			one = one[:len(one)+len(f)]
 		case k < 0:
-			bufs = append(bufs, one, f)
+			vec = vectors.Get().(*net.Buffers)
+			bufs = append((*vec)[:0], one, f)
 		case adjacent(bufs[k], f):
 			bufs[k] = bufs[k][:len(bufs[k])+len(f)]
 		default:
@@ -236,7 +238,6 @@ func (c *Conn) writePreparedLocked(ms []*PreparedMessage) error {
 		c.wbuf = c.wbuf[:0]
 		return err
 	}
-	c.bufs = bufs
 	if _, ok := c.nc.(*tls.Conn); ok {
 		// TLS seals each Write in its own records: one buffer is cheaper.
 		b := c.wbuf[:0]
@@ -244,13 +245,13 @@ func (c *Conn) writePreparedLocked(ms []*PreparedMessage) error {
 			b = append(b, f...)
 		}
 		c.wbuf = b
-		clear(c.bufs)
+		putVector(vec, bufs)
 		err := c.writeLocked(b)
 		c.wbuf = c.wbuf[:0]
 		return err
 	}
 	err := c.writeBuffers(bufs)
-	clear(c.bufs) // let the frames go
+	putVector(vec, bufs) // let the frames go
 	c.wbuf = c.wbuf[:0]
 	if err != nil {
 		c.writeErr = err
@@ -322,7 +323,7 @@ func (c *Conn) writeFramesLocked(frames []byte) error {
 
 // writeBuffers writes bufs with writev; the caller holds wmu.
 func (c *Conn) writeBuffers(bufs net.Buffers) error {
-	if c.rio != nil {
+	if c.raw {
 		return c.rio.writeBuffers(bufs)
 	}
 	// WriteTo consumes its receiver: give it a field (a local whose
@@ -390,6 +391,20 @@ func (c *Conn) queuePong(payload []byte) {
 	c.ctrlMu.Unlock()
 	if c.tryLockWrite() {
 		c.unlockWrite()
+	}
+}
+
+// vectors holds the vectors of buffers that one writev writes, so that a
+// connection holds one only while it writes.
+var vectors = sync.Pool{New: func() any { return new(net.Buffers) }}
+
+// putVector gives vec back to vectors with bufs, the vector taken from it
+// and grown, emptied (the frames go); a nil vec is none.
+func putVector(vec *net.Buffers, bufs net.Buffers) {
+	if vec != nil {
+		clear(bufs)
+		*vec = bufs[:0]
+		vectors.Put(vec)
 	}
 }
 
@@ -493,7 +508,7 @@ func (c *Conn) writable() error {
 // write is sticky: part of a frame may have gone out.
 func (c *Conn) writeLocked(b []byte) error {
 	var err error
-	if c.rio != nil {
+	if c.raw {
 		err = c.rio.write(b)
 	} else {
 		_, err = c.nc.Write(b)
@@ -525,9 +540,10 @@ func (c *Conn) writeStaged(p []byte) error {
 
 // writeVectored writes a and then b with one writev; the caller holds wmu.
 func (c *Conn) writeVectored(a, b []byte) error {
-	c.bufs = append(c.bufs[:0], a, b)
-	err := c.writeBuffers(c.bufs)
-	clear(c.bufs)
+	vec := vectors.Get().(*net.Buffers)
+	bufs := append((*vec)[:0], a, b)
+	err := c.writeBuffers(bufs)
+	putVector(vec, bufs)
 	if err != nil {
 		if c.closed.Load() {
 			err = ErrClosed
