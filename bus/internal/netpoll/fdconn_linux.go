@@ -46,7 +46,7 @@ import (
 type fdConn struct {
 	ref   atomic.Uint64 // fdClosed | uses, the open conn being one use
 	fd    int32
-	token uint32 // the key in the poller (poller.conns)
+	token uint32 // its index in the poller (poller.slots)
 	rs    readState
 
 	// Under mu: whether the reader is armed in epoll (one-shot, so nothing

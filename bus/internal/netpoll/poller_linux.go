@@ -5,6 +5,7 @@ package netpoll
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"sync"
@@ -57,8 +58,12 @@ type poller struct {
 	waitFn func(fd uintptr) bool // p.wait
 	mine   Reader                // the reader the waiting loop runs next
 	mu     sync.Mutex
-	conns  map[uint32]pollee // by token
-	next   uint32            // the last token handed out
+	// slots holds what each token stands for, by token (nil: free; 0 is
+	// never handed out, the write epoll's), and free the tokens let go,
+	// handed out again last first: a table costs a connection two words
+	// where a map cost it about seven.
+	slots []pollee
+	free  []uint32
 	// The waiting loop's scratch.
 	evs     []syscall.EpollEvent
 	ready   []pollee
@@ -116,7 +121,7 @@ func getPoller() (*poller, error) {
 			pollerErr = fmt.Errorf("%w: %w", ErrNoPoller, err)
 			return
 		}
-		thePoller = &poller{epfd: fd, wepfd: wfd, file: f, conns: make(map[uint32]pollee), evs: make([]syscall.EpollEvent, 256), wevs: make([]syscall.EpollEvent, 256)}
+		thePoller = &poller{epfd: fd, wepfd: wfd, file: f, slots: make([]pollee, 1, 64), evs: make([]syscall.EpollEvent, 256), wevs: make([]syscall.EpollEvent, 256)}
 		thePoller.rc = rc
 		thePoller.waitFn = thePoller.wait
 		go thePoller.loop()
@@ -197,23 +202,35 @@ func (k *kept) ctl(op int) error {
 func (p *poller) add(x pollee) uint32 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for {
-		p.next++
-		if _, used := p.conns[p.next]; !used && p.next != 0 {
-			break
-		}
+	if n := len(p.free); n > 0 {
+		t := p.free[n-1]
+		p.free = p.free[:n-1]
+		p.slots[t] = x
+		return t
 	}
-	p.conns[p.next] = x
-	return p.next
+	if uint64(len(p.slots)) > math.MaxUint32 {
+		panic("netpoll: more than 2³² sockets")
+	}
+	p.slots = append(p.slots, x)
+	return uint32(len(p.slots) - 1)
 }
 
 // forget lets token go, unless it was handed out again.
 func (p *poller) forget(token uint32, x pollee) {
 	p.mu.Lock()
-	if p.conns[token] == x {
-		delete(p.conns, token)
+	if p.slots[token] == x {
+		p.slots[token] = nil
+		p.free = append(p.free, token)
 	}
 	p.mu.Unlock()
+}
+
+// lookup returns what token stands for, nil for a free one; p.mu is held.
+func (p *poller) lookup(token uint32) pollee {
+	if int(token) < len(p.slots) {
+		return p.slots[token]
+	}
+	return nil
 }
 
 // loop waits for events, and hands the waiting on: once it has events it
@@ -266,7 +283,7 @@ func (p *poller) dispatch(evs []syscall.EpollEvent) Reader {
 		// closed) finds nothing; one handed out again meanwhile wakes a
 		// waiter or starts a reader that finds nothing to do and waits
 		// or arms again.
-		if x := p.conns[uint32(ev.Fd)]; x != nil {
+		if x := p.lookup(uint32(ev.Fd)); x != nil {
 			p.ready = append(p.ready, x)
 			p.evts = append(p.evts, ev.Events)
 		}
@@ -324,7 +341,7 @@ func (p *poller) writables() {
 		for _, ev := range p.wevs[:n] {
 			// A token handed out again meanwhile wakes a write that
 			// tries again and waits again.
-			if fc, ok := p.conns[uint32(ev.Fd)].(*fdConn); ok {
+			if fc, ok := p.lookup(uint32(ev.Fd)).(*fdConn); ok {
 				p.wfcs = append(p.wfcs, fc)
 			}
 		}

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"runtime"
@@ -308,11 +307,8 @@ func TestClosedSocketsTokenGoesToNoOneElse(t *testing.T) {
 					t.Fatal("Closed did not report the armed reader")
 				}
 				old.end()
-				p := thePoller
-				p.mu.Lock()
-				p.next-- // the next token handed out is the old one's
-				p.mu.Unlock()
-				// (The new socket takes it: no other test runs meanwhile.)
+				// The next token handed out is the old one's, the last let
+				// go: the new socket takes it (no other test runs meanwhile).
 				nsock, npeer := socketPair(t, ln, kind.handOver)
 				r := register(t, nsock, nil)
 				if tokenOf(r.reg) != tokenOf(old.reg) {
@@ -342,45 +338,38 @@ func tokenOf(r Registration) uint32 {
 }
 
 // TestTokens: a token is never 0 (the write epoll's) and never one still
-// held, also when the count wraps; one let go may be handed out again, and
-// then its old owner's forget leaves the new owner in place.
+// held; one let go is handed out again, and then its old owner's forget
+// leaves the new owner in place.
 func TestTokens(t *testing.T) {
-	p, err := getPoller()
-	if err != nil {
-		t.Fatal(err)
+	p := &poller{slots: make([]pollee, 1)} // its token table only: what add and forget use
+	xs := make([]*kept, 100)
+	held := map[uint32]bool{}
+	for i := range xs {
+		xs[i] = new(kept)
+		tok := p.add(xs[i])
+		if tok == 0 || held[tok] {
+			t.Fatalf("token %d handed out (0, or still held)", tok)
+		}
+		held[tok], xs[i].token = true, tok
 	}
-	x1, x2, x3 := new(kept), new(kept), new(kept)
-	p.mu.Lock()
-	p.next = math.MaxUint32 - 1
-	p.mu.Unlock()
-	t1 := p.add(x1) // MaxUint32
-	t2 := p.add(x2) // wraps: not 0
-	defer p.forget(t2, x2)
-	if t1 != math.MaxUint32 || t2 == 0 {
-		t.Fatalf("tokens %d, %d around the wrap", t1, t2)
+	for _, x := range xs[:50] {
+		p.forget(x.token, x)
 	}
-	p.mu.Lock()
-	p.next = t1 - 1
-	p.mu.Unlock()
-	if t3 := p.add(x3); t3 == t1 {
-		t.Fatalf("token %d handed out while still held", t3)
-	} else {
-		p.forget(t3, x3)
+	x1, x2 := new(kept), new(kept)
+	t1 := p.add(x1)
+	if t1 != xs[49].token {
+		t.Fatalf("token %d, want %d, the last one let go", t1, xs[49].token)
 	}
-	p.forget(t1, x1)
+	p.forget(t1, xs[49]) // the old owner, late
 	p.mu.Lock()
-	p.next = t1 - 1
+	got := p.lookup(t1)
 	p.mu.Unlock()
-	if t3 := p.add(x3); t3 != t1 {
-		t.Fatalf("token %d, want %d once let go", t3, t1)
-	}
-	p.forget(t1, x1) // the old owner, late
-	p.mu.Lock()
-	got := p.conns[t1]
-	p.mu.Unlock()
-	p.forget(t1, x3)
-	if got != pollee(x3) {
+	if got != pollee(x1) {
 		t.Fatal("the old owner's forget took the token from its new owner")
+	}
+	t2 := p.add(x2)
+	if t2 == 0 || t2 == t1 || !held[t2] {
+		t.Fatalf("token %d after %d: want another of those let go", t2, t1)
 	}
 }
 
