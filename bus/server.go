@@ -365,7 +365,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, routeTok string
 	// greeting fetches what they published.
 	c.wpend.Store(1)
 	if p := conn.Deflate(); p != nil {
-		c.windowBits = int32(p.ServerMaxWindowBits)
+		c.windowBits = int8(p.ServerMaxWindowBits)
 		c.ownDeflate = !p.ServerNoContextTakeover // only with a context (Accept)
 	}
 	c.f.paces = true

@@ -68,7 +68,7 @@ const deadlineSlack = 50 * time.Millisecond
 //
 // An idle session is one allocation: its follower is a field, whose owner
 // is the session itself (no closures), and its end is the follower's
-// stopped flag (no channel). It fits the 352-byte size class
+// stopped flag (no channel). It fits the 320-byte size class
 // (TestSessionSize).
 type session struct {
 	s     *Server
@@ -77,9 +77,6 @@ type session struct {
 	acc   *grant       // what the client was let in as (access.go)
 	limit *bucket      // the message-rate limit, read by the reader only; nil: none
 	f     follower     // its owner is the session (followerOwner)
-	// windowBits is the server window of a deflate client (its compressed
-	// copies are counted in the log's bytes), or -1 without deflate.
-	windowBits int32
 
 	// What Sessions reports; fixed at the upgrade.
 	id        uint64
@@ -108,6 +105,10 @@ type session struct {
 	// against its context (Options.CompressionContext): nothing of its
 	// compression is shared, or counted in the log's bytes.
 	ownDeflate bool
+	// windowBits is the server window of a deflate client (its compressed
+	// copies are counted in the log's bytes: 8 to 15), or -1 without
+	// deflate.
+	windowBits int8
 	sidx       int32
 	wdeadline  int64 // Unix nanoseconds; 0: none set
 	// reg is the socket's registration with the poller on the poll path
