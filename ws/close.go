@@ -125,8 +125,8 @@ func (c *Conn) writeClose(appendClose func([]byte) ([]byte, error)) error {
 	}
 	c.lockWrite()
 	defer c.unlockWrite()
-	if c.writeErr != nil {
-		return c.writeErr
+	if err := c.writeError(); err != nil {
+		return err
 	}
 	c.nc.SetWriteDeadline(time.Now().Add(c.closeTimeout))
 	c.pmu.Lock()

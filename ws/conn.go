@@ -54,11 +54,10 @@ const (
 //
 // A Conn is one allocation with its Protocol and its raw I/O: an idle
 // connection keeps nothing else of ws (TestIdleSizes). The fields smaller
-// than a word are packed in each group so that it fits the 512-byte size
+// than a word are packed in each group so that it fits the 384-byte size
 // class.
 type Conn struct {
-	nc     net.Conn
-	params *DeflateParams
+	nc net.Conn
 
 	// p is the sans-IO protocol. Its read side (Receive, Next) is used by the
 	// reading goroutine without a lock; its write side (Append*) is used
@@ -80,7 +79,6 @@ type Conn struct {
 	raw        bool
 	readMin    int32 // the least free space to read into (half the read buffer)
 	activeRead *messageReader
-	readErr    error // sticky error of the read side
 	// The message being read whole: what it holds of the Budget (until the
 	// next read call), and NextMessage's buffer with its pool handle.
 	mcharge charge
@@ -100,7 +98,6 @@ type Conn struct {
 	wbuf       []byte
 	wbufp      *[]byte // the pool's handle of wbuf
 	rio        rawIO   // raw system calls on a plain socket (rawio_linux.go) when raw
-	writeErr   error   // sticky: a failed or partial write leaves the stream unusable
 	ctrlQueued []byte  // control frames (pongs) waiting for the write lock
 
 	closeSent    atomic.Bool
@@ -119,10 +116,10 @@ type Conn struct {
 
 // connExtra is the part of a Conn that few connections need: callbacks
 // that are rarely set, leftover handshake bytes, the pieces of a large
-// message, the writer's vector for a connection without raw I/O, and the
-// channels that Close and Ping wait on. Each field keeps the owner it had
-// in Conn (the reader, the writer under wmu, or any goroutine for the
-// channels).
+// message, the writer's vector for a connection without raw I/O, the
+// sticky errors of a failed side, and the channels that Close and Ping
+// wait on. Each field keeps the owner it had in Conn (the reader, the
+// writer under wmu, or any goroutine for the channels).
 type connExtra struct {
 	subp           string       // the subprotocol chosen in the handshake (fixed)
 	onPing, onPong func([]byte) // AcceptOptions.OnPing, DialOptions.OnPing (reader)
@@ -131,6 +128,8 @@ type connExtra struct {
 	chunkps        []*[]byte    // their pool handles
 	chunked        int          // their bytes
 	wv             net.Buffers  // what writeBuffers hands to net.Buffers.WriteTo (writer)
+	readErr        error        // sticky error of the read side (reader; readError)
+	writeErr       error        // sticky: a failed or partial write leaves the stream unusable (writer; writeError)
 
 	readDead      chan struct{} // closed when the read side has a final error (setReadErr)
 	closeRecv     chan struct{} // closed when the peer's close frame arrived (peerClosed)
@@ -150,6 +149,24 @@ func (c *Conn) extra() *connExtra {
 		return x
 	}
 	return c.x.Load()
+}
+
+// readError returns the read side's sticky error, nil while it has none;
+// the reader's.
+func (c *Conn) readError() error {
+	if x := c.x.Load(); x != nil {
+		return x.readErr
+	}
+	return nil
+}
+
+// writeError returns the write side's sticky error, nil while it has
+// none; the caller holds wmu.
+func (c *Conn) writeError() error {
+	if x := c.x.Load(); x != nil {
+		return x.writeErr
+	}
+	return nil
 }
 
 // pendingInput returns the leftover handshake bytes not fed to the
@@ -198,7 +215,6 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 	c := &Conn{
 		nc:           nc,
 		role:         cfg.role,
-		params:       cfg.params,
 		readMin:      int32(max(min(cfg.readBufferSize/2, math.MaxInt32), 1)),
 		wbufSize:     int32(min(cfg.writeBufferSize, math.MaxInt32)),
 		closeTimeout: cfg.closeTimeout,
@@ -285,12 +301,17 @@ func (c *Conn) Subprotocol() string {
 
 // Deflate returns the permessage-deflate parameters negotiated in the
 // handshake (RFC 7692 §7), or nil when the extension is not in use.
-func (c *Conn) Deflate() *DeflateParams { return c.params }
+func (c *Conn) Deflate() *DeflateParams {
+	if c.p.fl == nil {
+		return nil
+	}
+	return c.p.fl.params
+}
 
 // Compressed reports whether permessage-deflate (RFC 7692) was negotiated:
 // Deflate() != nil. Whether a message goes out compressed also depends on
 // its size (the compression threshold).
-func (c *Conn) Compressed() bool { return c.params != nil }
+func (c *Conn) Compressed() bool { return c.p.fl != nil }
 
 // SetReadDeadline sets the deadline for reads. A read that times out returns
 // an error for which os.IsTimeout is true and leaves the connection intact: a

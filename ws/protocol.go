@@ -138,8 +138,9 @@ type Event struct {
 // arrived and are then inflated piece by piece, never beyond the limit.
 //
 // In steady state a Protocol does not allocate for uncompressed traffic.
-// The fields smaller than a word are packed together so that a Protocol
-// fits the 192-byte size class.
+// While it waits for input with nothing of a frame or a message under way,
+// it holds neither a receive buffer nor the state of the receiving side
+// (ReleaseReadBuffer); the fields smaller than a word are packed together.
 type Protocol struct {
 	maxFrame int64 // < 0: unlimited
 	maxMsg   int64 // < 0: unlimited
@@ -161,6 +162,30 @@ type Protocol struct {
 	err      error // sticky error after a failure
 	pendMsg  string
 
+	// The receiving side's state, from rxStates while it is in use (recv):
+	// &idleRx, shared and never written, once ReleaseReadBuffer gave it
+	// back with the receive buffer, nothing of a frame or a message being
+	// under way, until the next Receive or ReadBuffer. Its fields are
+	// promoted (p.buf, p.hdr...) and read as they are; whatever writes them
+	// calls recv first.
+	*rxState
+
+	// message being sent with AppendFrame
+	outOpen bool
+	// a close frame is queued after a failure (under mu)
+	pending bool
+
+	// wholeMax is the largest payload Next's fast path may take: the smaller of
+	// the limits that are on, capped at 0xFFFF (the 16-bit length).
+	wholeMax int32
+
+	// keys is the state of the masking-key generator (maskKey).
+	keys uint64
+}
+
+// rxState is what the receiving side of a Protocol keeps between calls:
+// the receive buffer, the frame and the message being received.
+type rxState struct {
 	buf  []byte  // received bytes; buf[r:] not yet processed
 	bufp *[]byte // a box for buf in bufPools (ReleaseReadBuffer)
 	r    int
@@ -178,25 +203,37 @@ type Protocol struct {
 	utf8          UTF8Validator
 	msgSize       int64
 
-	// message being sent with AppendFrame
-	outOpen bool
-	// Two flags of the groups above, packed here: a frame is being received
-	// (inFrame); a close frame is queued after a failure (pending, under mu).
+	// a frame is being received
 	inFrame bool
-	pending bool
 	// ready, when not 0, is the header length of the frame that Receive
 	// decoded ahead: buf, all of it (r is 0), is that one frame, its header
 	// as received, its payload unmasked and, for text, validated. Next
 	// hands it out without parsing it again; unready puts the bytes back as
 	// they were received for every other use.
 	ready uint8
+}
 
-	// wholeMax is the largest payload Next's fast path may take: the smaller of
-	// the limits that are on, capped at 0xFFFF (the 16-bit length).
-	wholeMax int32
+var rxStates = sync.Pool{New: func() any { return new(rxState) }}
 
-	// keys is the state of the masking-key generator (maskKey).
-	keys uint64
+// idleRx is the state of every receiving side that has nothing under way
+// and no buffer: zero, never written.
+var idleRx rxState
+
+// recv makes sure the receiving side has a state of its own, taking one
+// from the pool when ReleaseReadBuffer gave it back.
+func (p *Protocol) recv() {
+	if p.rxState == &idleRx {
+		p.rxState = rxStates.Get().(*rxState)
+	}
+}
+
+// idleRecv gives the receiving side's state back to the pool, zeroed.
+func (p *Protocol) idleRecv() {
+	if rs := p.rxState; rs != &idleRx {
+		p.rxState = &idleRx
+		*rs = rxState{}
+		rxStates.Put(rs)
+	}
 }
 
 // NewProtocol returns a Protocol configured by cfg.
@@ -213,6 +250,7 @@ func (p *Protocol) init(cfg Config) {
 		maxFrame: cfg.MaxFrameSize,
 		maxMsg:   cfg.MaxMessageSize,
 		bufHint:  cfg.ReadBufferSize,
+		rxState:  &idleRx,
 	}
 	if p.maxFrame == 0 {
 		p.maxFrame = DefaultMaxFrameSize
@@ -235,6 +273,7 @@ func (p *Protocol) init(cfg Config) {
 	if cfg.Deflate != nil {
 		p.fl = newDeflateState(cfg.Role, *cfg.Deflate, cfg.Compression)
 		p.fl.zcharge.b = cfg.Budget
+		p.fl.params = cfg.Deflate
 	}
 	p.openPlain = p.fl == nil
 }
@@ -272,7 +311,9 @@ func (p *Protocol) fail(e *ProtocolError) (Event, error) {
 	p.st.Store(uint32(StateClosed))
 	p.err = e
 	p.mu.Unlock()
-	p.inflating = false
+	if p.inflating { // idleRx's is false, and stays so
+		p.inflating = false
+	}
 	if p.fl != nil {
 		p.fl.abortInflate()
 	}
@@ -286,11 +327,10 @@ func (p *Protocol) fail(e *ProtocolError) (Event, error) {
 // Next's failures release the message's bytes themselves. The Protocol must
 // not receive after it.
 func (p *Protocol) Release() {
-	p.inflating = false
 	if p.fl != nil {
 		p.fl.abortInflate()
 	}
-	p.buf, p.bufp, p.r, p.ready = nil, nil, 0, 0
+	p.idleRecv()
 }
 
 // HasPendingClose reports whether a Close frame was queued by a failure and

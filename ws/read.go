@@ -49,7 +49,7 @@ func (c *Conn) NextMessage(ctx context.Context) (Opcode, []byte, error) {
 	op, buf, err := c.readInto(buf, true)
 	c.msg = buf
 	if err != nil {
-		if len(buf) > 0 && c.readErr == nil {
+		if len(buf) > 0 && c.readError() == nil {
 			c.msgPartial = true // a timeout: the stream is intact
 		} else {
 			c.doneMessage()
@@ -77,7 +77,7 @@ func (c *Conn) tryNextMessage() (Opcode, []byte, error) {
 	if err == nil {
 		return op, buf, nil
 	}
-	if c.readErr == nil && (err == errWouldBlock || isTimeout(err)) {
+	if c.readError() == nil && (err == errWouldBlock || isTimeout(err)) {
 		if len(buf) > 0 {
 			c.msgPartial = true // the stream is intact: go on next time
 		} else {
@@ -132,7 +132,7 @@ func (c *Conn) readInto(buf []byte, owned bool) (Opcode, []byte, error) {
 		start = 0 // a message continued after a timeout counts whole
 	}
 	for {
-		if want := c.p.PayloadWanted(); want >= directReadMin && c.readErr == nil && len(c.pendingInput()) == 0 {
+		if want := c.p.PayloadWanted(); want >= directReadMin && c.readError() == nil && len(c.pendingInput()) == 0 {
 			// The rest of a large frame: read it straight into buf, so
 			// that its bytes are copied once, by the read system call.
 			if cap(buf)-len(buf) < directReadMin {
@@ -399,8 +399,8 @@ func (r *messageReader) Read(p []byte) (int, error) {
 // nextEvent stores the next data event in *ev, handling control frames on
 // the way (into *ev too: Protocol.NextInto, an Event is not copied).
 func (c *Conn) nextEvent(ev *Event) error {
-	if c.readErr != nil {
-		return c.readErr
+	if err := c.readError(); err != nil {
+		return err
 	}
 	for {
 		if pending := c.pendingInput(); len(pending) > 0 {
@@ -487,10 +487,10 @@ func (c *Conn) readNet(b []byte, idle bool) (int, error) {
 }
 
 func (c *Conn) setReadErr(err error) error {
-	if c.readErr == nil {
-		c.readErr = err
+	if x := c.extra(); x.readErr == nil {
+		x.readErr = err
 		c.p.Release() // nothing more is received: a partial message and the receive buffer go
-		close(c.extra().readDead)
+		close(x.readDead)
 	}
 	return err
 }

@@ -39,7 +39,7 @@ func (c *Conn) tryWritePreparedFrames(frames []byte) (n int, held bool, err erro
 		if c.closed.Load() {
 			err = ErrClosed
 		}
-		c.writeErr = err // part of a frame may be out
+		c.extra().writeErr = err // part of a frame may be out
 		c.wmu.Unlock()
 		return n, false, err
 	}
@@ -75,7 +75,7 @@ func (c *Conn) finishPreparedFrames(ctx context.Context, rest []byte) error {
 	defer c.unlockWrite()
 	stop, err := c.watchWrite(ctx)
 	if err != nil {
-		c.writeErr = err // the stream may be cut part way through a frame
+		c.extra().writeErr = err // the stream may be cut part way through a frame
 		return err
 	}
 	if err := c.writable(); err != nil {
@@ -87,7 +87,7 @@ func (c *Conn) finishPreparedFrames(ctx context.Context, rest []byte) error {
 			if c.closed.Load() {
 				err = ErrClosed
 			}
-			c.writeErr = err
+			c.extra().writeErr = err
 		}
 	}
 	return stop(err)

@@ -254,7 +254,7 @@ func (c *Conn) writePreparedLocked(ms []*PreparedMessage) error {
 	putVector(vec, bufs) // let the frames go
 	c.wbuf = c.wbuf[:0]
 	if err != nil {
-		c.writeErr = err
+		c.extra().writeErr = err
 	}
 	return err
 }
@@ -495,8 +495,8 @@ func (c *Conn) flushCtrl(dst []byte) []byte {
 }
 
 func (c *Conn) writable() error {
-	if c.writeErr != nil {
-		return c.writeErr
+	if err := c.writeError(); err != nil {
+		return err
 	}
 	if c.closeSent.Load() {
 		return ErrClosed
@@ -517,7 +517,7 @@ func (c *Conn) writeLocked(b []byte) error {
 		if c.closed.Load() {
 			err = ErrClosed
 		}
-		c.writeErr = err
+		c.extra().writeErr = err
 	}
 	return err
 }
@@ -548,7 +548,7 @@ func (c *Conn) writeVectored(a, b []byte) error {
 		if c.closed.Load() {
 			err = ErrClosed
 		}
-		c.writeErr = err
+		c.extra().writeErr = err
 	}
 	return err
 }
