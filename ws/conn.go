@@ -54,7 +54,7 @@ const (
 //
 // A Conn is one allocation with its Protocol and its raw I/O: an idle
 // connection keeps nothing else of ws (TestIdleSizes). The fields smaller
-// than a word are packed in each group so that it fits the 384-byte size
+// than a word are packed in each group so that it fits the 320-byte size
 // class.
 type Conn struct {
 	nc net.Conn
@@ -64,7 +64,6 @@ type Conn struct {
 	// under pmu, which is held only for short, IO-free calls.
 	p      Protocol
 	pmu    sync.Mutex
-	role   Role
 	closed atomic.Bool
 
 	// Read side: rmu is held by each read call, so that Close can tell
@@ -76,9 +75,7 @@ type Conn struct {
 	// trying: tryNextMessage is reading; readNet does not wait.
 	trying bool
 	// raw: rio serves nc (a plain socket on Linux); fixed at creation.
-	raw        bool
-	readMin    int32 // the least free space to read into (half the read buffer)
-	activeRead *messageReader
+	raw bool
 	// The message being read whole: what it holds of the Budget (until the
 	// next read call), and NextMessage's buffer with its pool handle.
 	mcharge charge
@@ -98,7 +95,7 @@ type Conn struct {
 	wbuf       []byte
 	wbufp      *[]byte // the pool's handle of wbuf
 	rio        rawIO   // raw system calls on a plain socket (rawio_linux.go) when raw
-	ctrlQueued []byte  // control frames (pongs) waiting for the write lock
+	ctrlQueued *[]byte // a pong waiting for the write lock, from ctrlBufs; nil: none
 
 	closeSent    atomic.Bool
 	closeOnce    sync.Once
@@ -121,15 +118,16 @@ type Conn struct {
 // wait on. Each field keeps the owner it had in Conn (the reader, the
 // writer under wmu, or any goroutine for the channels).
 type connExtra struct {
-	subp           string       // the subprotocol chosen in the handshake (fixed)
-	onPing, onPong func([]byte) // AcceptOptions.OnPing, DialOptions.OnPing (reader)
-	pending        []byte       // leftover handshake bytes to feed before reading nc (reader)
-	chunks         [][]byte     // the earlier pieces of a large message (endMessage; reader)
-	chunkps        []*[]byte    // their pool handles
-	chunked        int          // their bytes
-	wv             net.Buffers  // what writeBuffers hands to net.Buffers.WriteTo (writer)
-	readErr        error        // sticky error of the read side (reader; readError)
-	writeErr       error        // sticky: a failed or partial write leaves the stream unusable (writer; writeError)
+	subp           string         // the subprotocol chosen in the handshake (fixed)
+	onPing, onPong func([]byte)   // AcceptOptions.OnPing, DialOptions.OnPing (reader)
+	pending        []byte         // leftover handshake bytes to feed before reading nc (reader)
+	chunks         [][]byte       // the earlier pieces of a large message (endMessage; reader)
+	chunkps        []*[]byte      // their pool handles
+	chunked        int            // their bytes
+	wv             net.Buffers    // what writeBuffers hands to net.Buffers.WriteTo (writer)
+	activeRead     *messageReader // the message Reader streams (reader)
+	readErr        error          // sticky error of the read side (reader; readError)
+	writeErr       error          // sticky: a failed or partial write leaves the stream unusable (writer; writeError)
 
 	readDead      chan struct{} // closed when the read side has a final error (setReadErr)
 	closeRecv     chan struct{} // closed when the peer's close frame arrived (peerClosed)
@@ -214,8 +212,6 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 	}
 	c := &Conn{
 		nc:           nc,
-		role:         cfg.role,
-		readMin:      int32(max(min(cfg.readBufferSize/2, math.MaxInt32), 1)),
 		wbufSize:     int32(min(cfg.writeBufferSize, math.MaxInt32)),
 		closeTimeout: cfg.closeTimeout,
 	}
@@ -278,7 +274,10 @@ func (c *Conn) hooks(idle bool) bufferHooks {
 	return nil
 }
 
-func (c *Conn) refillBuffer() []byte { return c.p.ReadBuffer(int(c.readMin)) }
+func (c *Conn) refillBuffer() []byte { return c.p.ReadBuffer(c.readMin()) }
+
+// readMin is the least free space to read into: half the read buffer.
+func (c *Conn) readMin() int { return max(c.p.bufHint/2, 1) }
 
 // NetConn returns the underlying connection. Reading from or writing to it
 // directly corrupts the WebSocket stream; it is meant for addresses, socket

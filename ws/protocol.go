@@ -155,12 +155,11 @@ type Protocol struct {
 	openPlain bool
 
 	// Close state, shared by both sides: st is read atomically; changes,
-	// err and the pending close (pending, below) are guarded by mu.
-	pendCode StatusCode
-	st       atomic.Uint32 // State
-	mu       sync.Mutex
-	err      error // sticky error after a failure
-	pendMsg  string
+	// err and the pending close are guarded by mu.
+	st   atomic.Uint32 // State
+	mu   sync.Mutex
+	err  *ProtocolError // sticky error after a failure
+	pend *ProtocolError // the failure whose close frame is queued, until AppendPendingClose
 
 	// The receiving side's state, from rxStates while it is in use (recv):
 	// &idleRx, shared and never written, once ReleaseReadBuffer gave it
@@ -172,8 +171,6 @@ type Protocol struct {
 
 	// message being sent with AppendFrame
 	outOpen bool
-	// a close frame is queued after a failure (under mu)
-	pending bool
 
 	// wholeMax is the largest payload Next's fast path may take: the smaller of
 	// the limits that are on, capped at 0xFFFF (the 16-bit length).
@@ -295,6 +292,9 @@ func (p *Protocol) Buffered() int { return len(p.buf) - p.r }
 func (p *Protocol) Err() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.err == nil {
+		return nil // not a nil *ProtocolError
+	}
 	return p.err
 }
 
@@ -304,9 +304,7 @@ func (p *Protocol) fail(e *ProtocolError) (Event, error) {
 	p.openPlain = false
 	p.mu.Lock()
 	if st := p.State(); st == StateOpen || st == StateCloseReceived {
-		p.pending = true
-		p.pendCode = e.Code
-		p.pendMsg = e.Reason
+		p.pend = e
 	}
 	p.st.Store(uint32(StateClosed))
 	p.err = e
@@ -338,7 +336,7 @@ func (p *Protocol) Release() {
 func (p *Protocol) HasPendingClose() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.pending
+	return p.pend != nil
 }
 
 // AppendPendingClose appends the Close frame queued when Next failed the
@@ -346,11 +344,11 @@ func (p *Protocol) HasPendingClose() bool {
 // the underlying connection (RFC 6455 §7.1.7).
 func (p *Protocol) AppendPendingClose(dst []byte) []byte {
 	p.mu.Lock()
-	pending, code, msg := p.pending, p.pendCode, p.pendMsg
-	p.pending = false
+	e := p.pend
+	p.pend = nil
 	p.mu.Unlock()
-	if !pending {
+	if e == nil {
 		return dst
 	}
-	return p.appendClose(dst, code, msg)
+	return p.appendClose(dst, e.Code, e.Reason)
 }

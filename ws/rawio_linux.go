@@ -27,9 +27,11 @@ import (
 // socket empty (tryRead with hooks), and the write state (rawWriteState) is
 // taken for each write that may wait, so a connection idle on the poll path
 // keeps neither.
+//
+// Its methods take the net.Conn it serves (for large writes and the
+// addresses in errors), which its Conn holds already.
 type rawIO struct {
 	rc syscall.RawConn // nil: not a raw socket
-	nc net.Conn        // for large writes and the addresses in errors
 	rd *rawRead        // the read state, or nil while idle
 }
 
@@ -117,7 +119,7 @@ func (r *rawIO) init(nc net.Conn) bool {
 	if err != nil {
 		return false
 	}
-	*r = rawIO{rc: rc, nc: nc}
+	*r = rawIO{rc: rc}
 	return true
 }
 
@@ -183,7 +185,7 @@ func (rd *rawRead) tryOnce(fd uintptr) bool {
 // it returns errWouldBlock at once (having given the buffer back through
 // hooks when they are not nil, and then the read state too). Readiness is
 // then the caller's business (Conn.tryNextMessage).
-func (r *rawIO) tryRead(b []byte, hooks bufferHooks) (int, error) {
+func (r *rawIO) tryRead(nc net.Conn, b []byte, hooks bufferHooks) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
@@ -195,14 +197,14 @@ func (r *rawIO) tryRead(b []byte, hooks bufferHooks) (int, error) {
 	rd.rbuf, rd.hooks, rd.idling = nil, nil, false
 	switch {
 	case err != nil:
-		return 0, r.opError("read", err)
+		return 0, opError(nc, "read", err)
 	case rd.again:
 		if hooks != nil {
 			r.idleReader()
 		}
 		return 0, errWouldBlock
 	case rd.rerrno != 0:
-		return 0, r.opError("read", os.NewSyscallError("read", rd.rerrno))
+		return 0, opError(nc, "read", os.NewSyscallError("read", rd.rerrno))
 	case rd.rn == 0:
 		return 0, io.EOF
 	}
@@ -210,8 +212,8 @@ func (r *rawIO) tryRead(b []byte, hooks bufferHooks) (int, error) {
 }
 
 // read is net.Conn's Read.
-func (r *rawIO) read(b []byte) (int, error) {
-	return r.readIdle(b, nil)
+func (r *rawIO) read(nc net.Conn, b []byte) (int, error) {
+	return r.readIdle(nc, b, nil)
 }
 
 // readIdle is read into b, a slice of a buffer that, when hooks is not nil,
@@ -219,7 +221,7 @@ func (r *rawIO) read(b []byte) (int, error) {
 // the read waits without a buffer and goes into the one hooks.refillBuffer
 // returns (whose n bytes the caller takes as read). So a connection waiting
 // for its peer holds no read buffer.
-func (r *rawIO) readIdle(b []byte, hooks bufferHooks) (int, error) {
+func (r *rawIO) readIdle(nc net.Conn, b []byte, hooks bufferHooks) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
@@ -229,9 +231,9 @@ func (r *rawIO) readIdle(b []byte, hooks bufferHooks) (int, error) {
 	rd.rbuf, rd.hooks, rd.idling = nil, nil, false
 	switch {
 	case err != nil:
-		return 0, r.opError("read", err)
+		return 0, opError(nc, "read", err)
 	case rd.rerrno != 0:
-		return 0, r.opError("read", os.NewSyscallError("read", rd.rerrno))
+		return 0, opError(nc, "read", os.NewSyscallError("read", rd.rerrno))
 	case rd.rn == 0:
 		return 0, io.EOF
 	}
@@ -256,9 +258,9 @@ func (w *rawWriteState) writeOnce(fd uintptr) bool {
 }
 
 // write writes all of b, as net.Conn's Write.
-func (r *rawIO) write(b []byte) error {
+func (r *rawIO) write(nc net.Conn, b []byte) error {
 	if len(b) > maxRawWrite {
-		_, err := r.nc.Write(b)
+		_, err := nc.Write(b)
 		return err
 	}
 	w := rawWriteStates.Get().(*rawWriteState)
@@ -268,10 +270,10 @@ func (r *rawIO) write(b []byte) error {
 	w.wbuf = nil
 	rawWriteStates.Put(w)
 	if err != nil {
-		return r.opError("write", err)
+		return opError(nc, "write", err)
 	}
 	if errno != 0 {
-		return r.opError("write", os.NewSyscallError("write", errno))
+		return opError(nc, "write", os.NewSyscallError("write", errno))
 	}
 	return nil
 }
@@ -314,7 +316,7 @@ var bigWrites = sync.Pool{New: func() any { return new(net.Buffers) }}
 
 // writeBuffers writes every buffer of bufs, in order, with as few writev
 // calls as the kernel allows.
-func (r *rawIO) writeBuffers(bufs [][]byte) error {
+func (r *rawIO) writeBuffers(nc net.Conn, bufs [][]byte) error {
 	total := 0
 	for _, b := range bufs {
 		total += len(b)
@@ -322,7 +324,7 @@ func (r *rawIO) writeBuffers(bufs [][]byte) error {
 	if total > maxRawWrite {
 		nb := bigWrites.Get().(*net.Buffers)
 		*nb = bufs // WriteTo consumes *nb, not bufs
-		_, err := nb.WriteTo(r.nc)
+		_, err := nb.WriteTo(nc)
 		*nb = nil
 		bigWrites.Put(nb)
 		return err
@@ -348,20 +350,20 @@ func (r *rawIO) writeBuffers(bufs [][]byte) error {
 	w.done = 0
 	rawWriteStates.Put(w)
 	if err != nil {
-		return r.opError("write", err)
+		return opError(nc, "write", err)
 	}
 	if errno != 0 {
-		return r.opError("write", os.NewSyscallError("writev", errno))
+		return opError(nc, "write", os.NewSyscallError("writev", errno))
 	}
 	return nil
 }
 
 // opError gives err the shape net.Conn's errors have.
-func (r *rawIO) opError(op string, err error) error {
+func opError(nc net.Conn, op string, err error) error {
 	var oe *net.OpError
 	if errors.As(err, &oe) {
 		oe.Op = op // RawConn says "raw-read" and "raw-write"
 		return oe
 	}
-	return &net.OpError{Op: op, Net: r.nc.LocalAddr().Network(), Source: r.nc.LocalAddr(), Addr: r.nc.RemoteAddr(), Err: err}
+	return &net.OpError{Op: op, Net: nc.LocalAddr().Network(), Source: nc.LocalAddr(), Addr: nc.RemoteAddr(), Err: err}
 }

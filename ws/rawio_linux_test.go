@@ -83,9 +83,9 @@ func TestRawIOStream(t *testing.T) {
 			var err error
 			if len(bufs) == 1 || off%5 == 1 {
 				all := bytes.Join(bufs, nil)
-				err = w.write(all)
+				err = w.write(a, all)
 			} else {
-				err = w.writeBuffers(bufs)
+				err = w.writeBuffers(a, bufs)
 			}
 			if err != nil {
 				errc <- err
@@ -101,7 +101,7 @@ func TestRawIOStream(t *testing.T) {
 		if got%(256<<10) < 5000 {
 			time.Sleep(time.Millisecond) // let the writer block
 		}
-		n, err := r.read(buf[:1+got%len(buf)])
+		n, err := r.read(b, buf[:1+got%len(buf)])
 		if err != nil {
 			t.Fatalf("read after %d bytes: %v", got, err)
 		}
@@ -116,7 +116,7 @@ func TestRawIOStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Close()
-	if n, err := r.read(buf); n != 0 || err != io.EOF {
+	if n, err := r.read(b, buf); n != 0 || err != io.EOF {
 		t.Fatalf("read after the peer closed: %d, %v; want io.EOF", n, err)
 	}
 }
@@ -129,7 +129,7 @@ func TestRawIOErrors(t *testing.T) {
 	chunk := make([]byte, 4<<10)
 	var err error
 	for range 100000 {
-		if err = w.write(chunk); err != nil {
+		if err = w.write(a, chunk); err != nil {
 			break
 		}
 	}
@@ -139,12 +139,12 @@ func TestRawIOErrors(t *testing.T) {
 	}
 	// A read deadline.
 	b.SetReadDeadline(time.Now().Add(-time.Second))
-	if _, err := r.read(make([]byte, 10)); !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &oe) || oe.Op != "read" {
+	if _, err := r.read(b, make([]byte, 10)); !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &oe) || oe.Op != "read" {
 		t.Fatalf("read past the deadline: %v, want a read timeout", err)
 	}
 	// A closed connection.
 	b.Close()
-	if _, err := r.read(make([]byte, 10)); !errors.Is(err, net.ErrClosed) {
+	if _, err := r.read(b, make([]byte, 10)); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("read after Close: %v, want net.ErrClosed", err)
 	}
 	var none rawIO

@@ -10,8 +10,12 @@ type rawIO struct{}
 
 func (*rawIO) init(net.Conn) bool { return false }
 
-func (*rawIO) read([]byte) (int, error)                  { panic("ws: no raw I/O on this platform") }
-func (*rawIO) readIdle([]byte, bufferHooks) (int, error) { panic("ws: no raw I/O on this platform") }
-func (*rawIO) tryRead([]byte, bufferHooks) (int, error)  { panic("ws: no raw I/O on this platform") }
-func (*rawIO) write([]byte) error                        { panic("ws: no raw I/O on this platform") }
-func (*rawIO) writeBuffers(bufs [][]byte) error          { panic("ws: no raw I/O on this platform") }
+func (*rawIO) read(net.Conn, []byte) (int, error) { panic("ws: no raw I/O on this platform") }
+func (*rawIO) readIdle(net.Conn, []byte, bufferHooks) (int, error) {
+	panic("ws: no raw I/O on this platform")
+}
+func (*rawIO) tryRead(net.Conn, []byte, bufferHooks) (int, error) {
+	panic("ws: no raw I/O on this platform")
+}
+func (*rawIO) write(net.Conn, []byte) error          { panic("ws: no raw I/O on this platform") }
+func (*rawIO) writeBuffers(net.Conn, [][]byte) error { panic("ws: no raw I/O on this platform") }

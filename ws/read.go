@@ -136,7 +136,7 @@ func (c *Conn) readInto(buf []byte, owned bool) (Opcode, []byte, error) {
 			// The rest of a large frame: read it straight into buf, so
 			// that its bytes are copied once, by the read system call.
 			if cap(buf)-len(buf) < directReadMin {
-				need := len(buf) + int(min(want, 2*int64(c.readMin)))
+				need := len(buf) + int(min(want, 2*int64(c.readMin())))
 				if owned && need > maxPooledBuf {
 					buf = c.nextChunk(buf)
 				} else {
@@ -339,16 +339,17 @@ func (c *Conn) Reader(ctx context.Context) (Opcode, io.Reader, error) {
 	}
 	stop(nil)
 	r := &messageReader{c: c, ctx: ctx, op: ev.Op, buf: ev.Payload, eof: ev.Fin}
-	c.activeRead = r
+	c.extra().activeRead = r
 	return ev.Op, r, nil
 }
 
 func (c *Conn) finishActiveRead() error {
-	r := c.activeRead
-	if r == nil {
+	x := c.x.Load()
+	if x == nil || x.activeRead == nil {
 		return nil
 	}
-	c.activeRead = nil
+	r := x.activeRead
+	x.activeRead = nil
 	for !r.eof {
 		var ev Event
 		err := c.nextEvent(&ev)
@@ -376,7 +377,7 @@ func (r *messageReader) Read(p []byte) (int, error) {
 		if r.eof {
 			return 0, io.EOF
 		}
-		if r.c.activeRead != r {
+		if x := r.c.x.Load(); x == nil || x.activeRead != r {
 			return 0, errors.New("ws: read from a message reader after the next message was started")
 		}
 		stop, err := r.c.watchRead(r.ctx)
@@ -437,7 +438,7 @@ func (c *Conn) nextEvent(ev *Event) error {
 		}
 		// EventNone: the protocol needs more bytes. Read them straight
 		// into its buffer, which it gives back while the peer is silent.
-		n, err := c.readNet(c.p.ReadBuffer(int(c.readMin)), true)
+		n, err := c.readNet(c.p.ReadBuffer(c.readMin()), true)
 		if n > 0 {
 			c.p.Commit(n)
 			continue
@@ -461,12 +462,12 @@ func (c *Conn) readNet(b []byte, idle bool) (int, error) {
 	var err error
 	switch {
 	case c.raw && c.trying:
-		n, err = c.rio.tryRead(b, c.hooks(idle))
+		n, err = c.rio.tryRead(c.nc, b, c.hooks(idle))
 		if err == errWouldBlock {
 			return 0, err // nothing consumed, the stream is intact
 		}
 	case c.raw:
-		n, err = c.rio.readIdle(b, c.hooks(idle))
+		n, err = c.rio.readIdle(c.nc, b, c.hooks(idle))
 	default:
 		n, err = c.nc.Read(b)
 	}

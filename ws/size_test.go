@@ -20,8 +20,8 @@ func TestIdleSizes(t *testing.T) {
 		name      string
 		size, max uintptr
 	}{
-		{"Conn", unsafe.Sizeof(Conn{}), 384},
-		{"Protocol", unsafe.Sizeof(Protocol{}), 112},
+		{"Conn", unsafe.Sizeof(Conn{}), 320},
+		{"Protocol", unsafe.Sizeof(Protocol{}), 96},
 	} {
 		if s.size > s.max {
 			t.Errorf("%s is %d bytes, more than its size class of %d", s.name, s.size, s.max)

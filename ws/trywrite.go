@@ -7,7 +7,7 @@ import "context"
 // socket; held, the write lock kept for finishPreparedFrames with
 // frames[n:]; n == 0 and not held, nothing written and nothing changed.
 func (c *Conn) tryWritePreparedFrames(frames []byte) (n int, held bool, err error) {
-	if c.role != RoleServer {
+	if c.p.role != RoleServer {
 		return 0, false, errPreparedClient
 	}
 	if !c.raw || len(frames) == 0 || !c.wmu.TryLock() {
@@ -34,7 +34,7 @@ func (c *Conn) tryWritePreparedFrames(frames []byte) (n int, held bool, err erro
 		c.wmu.Unlock()
 		return 0, false, err
 	}
-	n, err = c.rio.tryWrite(frames)
+	n, err = c.rio.tryWrite(c.nc, frames)
 	if err != nil {
 		if c.closed.Load() {
 			err = ErrClosed
@@ -82,7 +82,7 @@ func (c *Conn) finishPreparedFrames(ctx context.Context, rest []byte) error {
 		return stop(err)
 	}
 	if len(rest) > 0 {
-		err = c.rio.finish(rest) // held: tryWritePreparedFrames had rio
+		err = c.rio.finish(c.nc, rest) // held: tryWritePreparedFrames had rio
 		if err != nil {
 			if c.closed.Load() {
 				err = ErrClosed

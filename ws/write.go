@@ -163,7 +163,7 @@ func (c *Conn) WritePrepared(ctx context.Context, m *PreparedMessage) error {
 // path of a broadcast: no copy and no allocation per message. ctx is used as
 // in WritePrepared.
 func (c *Conn) WritePreparedBatch(ctx context.Context, ms []*PreparedMessage) error {
-	if c.role != RoleServer {
+	if c.p.role != RoleServer {
 		for _, m := range ms {
 			if err := c.WriteMessage(ctx, m.Op(), m.Payload()); err != nil {
 				return err
@@ -273,7 +273,7 @@ func adjacent(a, b []byte) bool {
 // compressed. The bytes are neither modified nor retained. ctx is used as
 // in WritePrepared.
 func (c *Conn) WritePreparedFrames(ctx context.Context, frames []byte) error {
-	if c.role != RoleServer {
+	if c.p.role != RoleServer {
 		return errPreparedClient
 	}
 	stop, err := c.watchWrite(ctx)
@@ -324,7 +324,7 @@ func (c *Conn) writeFramesLocked(frames []byte) error {
 // writeBuffers writes bufs with writev; the caller holds wmu.
 func (c *Conn) writeBuffers(bufs net.Buffers) error {
 	if c.raw {
-		return c.rio.writeBuffers(bufs)
+		return c.rio.writeBuffers(c.nc, bufs)
 	}
 	// WriteTo consumes its receiver: give it a field (a local whose
 	// address is taken would be allocated on every call).
@@ -382,10 +382,13 @@ func (c *Conn) Ping(ctx context.Context, payload []byte) error {
 // next frame or when it releases the lock (unlockWrite).
 func (c *Conn) queuePong(payload []byte) {
 	c.ctrlMu.Lock()
+	if c.ctrlQueued == nil {
+		c.ctrlQueued = ctrlBufs.Get().(*[]byte)
+	}
 	c.pmu.Lock()
 	// Only the latest pong matters (RFC 6455 §5.5.3 allows answering only
 	// the most recent ping).
-	c.ctrlQueued = c.p.AppendPong(c.ctrlQueued[:0], payload)
+	*c.ctrlQueued = c.p.AppendPong((*c.ctrlQueued)[:0], payload)
 	c.pmu.Unlock()
 	c.ctrlPending.Store(true)
 	c.ctrlMu.Unlock()
@@ -407,6 +410,13 @@ func putVector(vec *net.Buffers, bufs net.Buffers) {
 		vectors.Put(vec)
 	}
 }
+
+// ctrlBufs holds the buffers of queued pongs (Conn.ctrlQueued), so that a
+// connection holds one only while a pong waits for the write lock.
+var ctrlBufs = sync.Pool{New: func() any {
+	b := make([]byte, 0, 2+4+MaxControlPayload) // header, mask key (a client's), payload
+	return &b
+}}
 
 // writeBufPool holds encode buffers, so that a connection holds one only
 // while it writes: idle connections cost no write buffer.
@@ -485,9 +495,11 @@ func (c *Conn) flushCtrl(dst []byte) []byte {
 		return dst
 	}
 	c.ctrlMu.Lock()
-	if len(c.ctrlQueued) > 0 {
-		dst = append(dst, c.ctrlQueued...)
-		c.ctrlQueued = c.ctrlQueued[:0]
+	if q := c.ctrlQueued; q != nil {
+		dst = append(dst, *q...)
+		*q = (*q)[:0]
+		ctrlBufs.Put(q)
+		c.ctrlQueued = nil
 	}
 	c.ctrlPending.Store(false)
 	c.ctrlMu.Unlock()
@@ -509,7 +521,7 @@ func (c *Conn) writable() error {
 func (c *Conn) writeLocked(b []byte) error {
 	var err error
 	if c.raw {
-		err = c.rio.write(b)
+		err = c.rio.write(c.nc, b)
 	} else {
 		_, err = c.nc.Write(b)
 	}
