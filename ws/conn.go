@@ -54,7 +54,7 @@ const (
 //
 // A Conn is one allocation with its Protocol and its raw I/O: an idle
 // connection keeps nothing else of ws (TestIdleSizes). The fields smaller
-// than a word are packed in each group so that it fits the 320-byte size
+// than a word are packed in each group so that it fits the 288-byte size
 // class.
 type Conn struct {
 	nc net.Conn
@@ -62,9 +62,11 @@ type Conn struct {
 	// p is the sans-IO protocol. Its read side (Receive, Next) is used by the
 	// reading goroutine without a lock; its write side (Append*) is used
 	// under pmu, which is held only for short, IO-free calls.
-	p      Protocol
-	pmu    sync.Mutex
-	closed atomic.Bool
+	p   Protocol
+	pmu sync.Mutex
+	// flags: flagClosed, flagCloseSent and the write side's flagCtrlPending,
+	// flagBuffered and flagFlushWanted, each an atomic flag, in one word.
+	flags connFlags
 
 	// Read side: rmu is held by each read call, so that Close can tell
 	// whether it may read the peer's close frame itself.
@@ -77,18 +79,15 @@ type Conn struct {
 	// raw: rio serves nc (a plain socket on Linux); fixed at creation.
 	raw bool
 	// The message being read whole: what it holds of the Budget (until the
-	// next read call), and NextMessage's buffer with its pool handle.
+	// next read call), and NextMessage's buffer in its pool handle (the
+	// slice in the box: keepMessage).
 	mcharge charge
-	msg     []byte
 	msgp    *[]byte
 
 	// Write side: wmu serialises every frame written to nc.
-	wmu         sync.Mutex
-	wbufSize    int32
-	ctrlPending atomic.Bool // ctrlQueued is not empty
-	buffered    atomic.Bool // wbuf holds frames buffered by BufferMessage
-	flushWanted atomic.Bool // the reader is about to wait: write the buffered frames
-	ctrlMu      sync.Mutex
+	wmu      sync.Mutex
+	wbufSize int32
+	ctrlMu   sync.Mutex
 	// wbuf is the encode buffer, from writeBufPool while wmu is held or
 	// while it holds frames buffered by BufferMessage (between calls,
 	// wbuf is exactly those frames).
@@ -97,7 +96,6 @@ type Conn struct {
 	rio        rawIO   // raw system calls on a plain socket (rawio_linux.go) when raw
 	ctrlQueued *[]byte // a pong waiting for the write lock, from ctrlBufs; nil: none
 
-	closeSent    atomic.Bool
 	closeOnce    sync.Once
 	closeTimeout time.Duration
 
@@ -110,6 +108,24 @@ type Conn struct {
 	// (extra): an idle connection keeps only the fields above.
 	x atomic.Pointer[connExtra]
 }
+
+// connFlags are a Conn's atomic flags, one bit each of one word.
+type connFlags struct{ v atomic.Uint32 }
+
+const (
+	flagClosed      uint32 = 1 << iota // Close or CloseNow was called
+	flagCloseSent                      // a close frame was written
+	flagCtrlPending                    // ctrlQueued is not empty
+	flagBuffered                       // wbuf holds frames buffered by BufferMessage
+	flagFlushWanted                    // the reader is about to wait: write the buffered frames
+)
+
+func (f *connFlags) has(b uint32) bool { return f.v.Load()&b != 0 }
+func (f *connFlags) set(b uint32)      { f.v.Or(b) }
+func (f *connFlags) clear(b uint32)    { f.v.And(^b) }
+
+// setFirst sets b and reports whether this call did (it was clear).
+func (f *connFlags) setFirst(b uint32) bool { return f.v.Or(b)&b == 0 }
 
 // connExtra is the part of a Conn that few connections need: callbacks
 // that are rarely set, leftover handshake bytes, the pieces of a large

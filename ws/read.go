@@ -47,7 +47,7 @@ func (c *Conn) NextMessage(ctx context.Context) (Opcode, []byte, error) {
 		return 0, nil, err
 	}
 	op, buf, err := c.readInto(buf, true)
-	c.msg = buf
+	c.keepMessage(buf)
 	if err != nil {
 		if len(buf) > 0 && c.readError() == nil {
 			c.msgPartial = true // a timeout: the stream is intact
@@ -73,7 +73,7 @@ func (c *Conn) tryNextMessage() (Opcode, []byte, error) {
 	c.trying = true
 	op, buf, err := c.readInto(buf, true)
 	c.trying = false
-	c.msg = buf
+	c.keepMessage(buf)
 	if err == nil {
 		return op, buf, nil
 	}
@@ -82,8 +82,8 @@ func (c *Conn) tryNextMessage() (Opcode, []byte, error) {
 			c.msgPartial = true // the stream is intact: go on next time
 		} else {
 			c.doneMessage()
-			putBuf(c.msgp, c.msg) // idle: no message buffer either
-			c.msg, c.msgp = nil, nil
+			putBuf(c.msgp, c.message()) // idle: no message buffer either
+			c.msgp = nil
 		}
 		return 0, nil, err
 	}
@@ -103,10 +103,10 @@ func (c *Conn) canTryRead() bool { return c.raw }
 func (c *Conn) resumeMessage() []byte {
 	if c.msgPartial {
 		c.msgPartial = false
-		return c.msg
+		return c.message()
 	}
 	c.doneMessage()
-	return c.msg[:0]
+	return c.message()[:0]
 }
 
 // doneMessage ends the life of the message the last read call returned: its
@@ -115,14 +115,37 @@ func (c *Conn) resumeMessage() []byte {
 func (c *Conn) doneMessage() {
 	c.mcharge.release()
 	c.dropChunks()
-	if cap(c.msg) > keepBuf {
-		putBuf(c.msgp, c.msg)
-		c.msg, c.msgp = nil, nil
+	if m := c.message(); cap(m) > keepBuf {
+		putBuf(c.msgp, m)
+		c.msgp = nil
 	}
 }
 
+// keepMessage keeps buf, what the last read call read of a message, in
+// the box of the pooled buffer behind it (c.msgp; a box of its own for a
+// message joined from pieces) until the next read call; the caller holds
+// rmu.
+func (c *Conn) keepMessage(buf []byte) {
+	if c.msgp == nil {
+		if cap(buf) == 0 {
+			return
+		}
+		c.msgp = new([]byte)
+	}
+	*c.msgp = buf
+}
+
+// message returns what keepMessage kept, nil if nothing; the caller holds
+// rmu.
+func (c *Conn) message() []byte {
+	if c.msgp == nil {
+		return nil
+	}
+	return *c.msgp
+}
+
 // readInto reads one message, appending it to buf; owned says that buf is
-// NextMessage's (c.msg, with c.msgp), which grows from the pools.
+// NextMessage's (c.message(), in c.msgp), which grows from the pools.
 func (c *Conn) readInto(buf []byte, owned bool) (Opcode, []byte, error) {
 	if err := c.finishActiveRead(); err != nil {
 		return 0, buf, err
@@ -270,7 +293,7 @@ func (c *Conn) chargeMessage(size int) bool {
 	if !c.mcharge.grow(size) {
 		return false
 	}
-	if c.closed.Load() {
+	if c.flags.has(flagClosed) {
 		c.mcharge.release()
 	}
 	return true
@@ -455,7 +478,7 @@ func (c *Conn) nextEvent(ev *Event) error {
 // is the Protocol's receive buffer (from ReadBuffer), which a raw socket
 // read gives back while it waits (Protocol.ReleaseReadBuffer).
 func (c *Conn) readNet(b []byte, idle bool) (int, error) {
-	if c.buffered.Load() {
+	if c.flags.has(flagBuffered) {
 		c.flushBuffered()
 	}
 	var n int
@@ -478,7 +501,7 @@ func (c *Conn) readNet(b []byte, idle bool) (int, error) {
 		// A timeout leaves the stream intact; nothing was consumed.
 		return 0, err
 	}
-	if c.closed.Load() {
+	if c.flags.has(flagClosed) {
 		return 0, c.setReadErr(ErrClosed)
 	}
 	if errors.Is(err, io.EOF) {

@@ -20,7 +20,7 @@ func TestIdleSizes(t *testing.T) {
 		name      string
 		size, max uintptr
 	}{
-		{"Conn", unsafe.Sizeof(Conn{}), 320},
+		{"Conn", unsafe.Sizeof(Conn{}), 288},
 		{"Protocol", unsafe.Sizeof(Protocol{}), 96},
 	} {
 		if s.size > s.max {

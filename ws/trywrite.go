@@ -17,7 +17,7 @@ func (c *Conn) tryWritePreparedFrames(frames []byte) (n int, held bool, err erro
 		c.wmu.Unlock()
 		return 0, false, err
 	}
-	if len(c.wbuf) > 0 || c.ctrlPending.Load() || c.buffered.Load() || c.flushWanted.Load() {
+	if len(c.wbuf) > 0 || c.flags.has(flagCtrlPending) || c.flags.has(flagBuffered) || c.flags.has(flagFlushWanted) {
 		c.wmu.Unlock() // frames first: the ordinary path writes them
 		return 0, false, nil
 	}
@@ -36,7 +36,7 @@ func (c *Conn) tryWritePreparedFrames(frames []byte) (n int, held bool, err erro
 	}
 	n, err = c.rio.tryWrite(c.nc, frames)
 	if err != nil {
-		if c.closed.Load() {
+		if c.flags.has(flagClosed) {
 			err = ErrClosed
 		}
 		c.extra().writeErr = err // part of a frame may be out
@@ -45,7 +45,7 @@ func (c *Conn) tryWritePreparedFrames(frames []byte) (n int, held bool, err erro
 	}
 	if n == 0 {
 		c.wmu.Unlock()
-		if c.ctrlPending.Load() || c.flushWanted.Load() {
+		if c.flags.has(flagCtrlPending) || c.flags.has(flagFlushWanted) {
 			// Queued while the lock was held: the reader's tryLock failed.
 			if c.tryLockWrite() {
 				c.unlockWrite()
@@ -53,11 +53,11 @@ func (c *Conn) tryWritePreparedFrames(frames []byte) (n int, held bool, err erro
 		}
 		return 0, false, nil
 	}
-	if n < len(frames) || c.ctrlPending.Load() || c.flushWanted.Load() {
+	if n < len(frames) || c.flags.has(flagCtrlPending) || c.flags.has(flagFlushWanted) {
 		return n, true, nil
 	}
 	c.wmu.Unlock()
-	if c.ctrlPending.Load() || c.flushWanted.Load() {
+	if c.flags.has(flagCtrlPending) || c.flags.has(flagFlushWanted) {
 		// Queued between the check and the unlock: as unlockWrite does.
 		if c.tryLockWrite() {
 			c.unlockWrite()
@@ -84,7 +84,7 @@ func (c *Conn) finishPreparedFrames(ctx context.Context, rest []byte) error {
 	if len(rest) > 0 {
 		err = c.rio.finish(c.nc, rest) // held: tryWritePreparedFrames had rio
 		if err != nil {
-			if c.closed.Load() {
+			if c.flags.has(flagClosed) {
 				err = ErrClosed
 			}
 			c.extra().writeErr = err

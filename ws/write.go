@@ -57,7 +57,7 @@ func (c *Conn) BufferMessage(op Opcode, p []byte) error {
 
 // Flush writes the frames buffered by BufferMessage, if any.
 func (c *Conn) Flush(ctx context.Context) error {
-	if !c.buffered.Load() {
+	if !c.flags.has(flagBuffered) {
 		return nil
 	}
 	stop, err := c.watchWrite(ctx)
@@ -108,7 +108,7 @@ func (c *Conn) writeMessageLocked(op Opcode, p []byte, buffer bool) error {
 		return err
 	}
 	if buffer && !staged && len(c.wbuf) < int(c.wbufSize) {
-		c.buffered.Store(true)
+		c.flags.set(flagBuffered)
 		return nil
 	}
 	if staged {
@@ -117,7 +117,7 @@ func (c *Conn) writeMessageLocked(op Opcode, p []byte, buffer bool) error {
 		err = c.writeLocked(c.wbuf)
 	}
 	c.wbuf = c.wbuf[:0]
-	c.buffered.Store(false)
+	c.flags.clear(flagBuffered)
 	return err
 }
 
@@ -126,7 +126,7 @@ func (c *Conn) writeMessageLocked(op Opcode, p []byte, buffer bool) error {
 // dropped.
 func (c *Conn) flushLocked() error {
 	c.wbuf = c.flushCtrl(c.wbuf)
-	c.buffered.Store(false)
+	c.flags.clear(flagBuffered)
 	if len(c.wbuf) == 0 {
 		return nil
 	}
@@ -142,7 +142,7 @@ func (c *Conn) flushLocked() error {
 // reader waits: now if the write lock is free, else by its holder when it
 // lets the lock go (unlockWrite).
 func (c *Conn) flushBuffered() {
-	c.flushWanted.Store(true)
+	c.flags.set(flagFlushWanted)
 	if c.tryLockWrite() {
 		c.unlockWrite()
 	}
@@ -187,7 +187,7 @@ func (c *Conn) writePreparedLocked(ms []*PreparedMessage) error {
 		return err
 	}
 	c.wbuf = c.flushCtrl(c.wbuf) // buffered frames and pongs first
-	c.buffered.Store(false)
+	c.flags.clear(flagBuffered)
 	// While everything is one buffer (one message, or frames back to back) it
 	// is written as one, and a connection that only ever wrote that keeps no
 	// vector.
@@ -291,7 +291,7 @@ func (c *Conn) writeFramesLocked(frames []byte) error {
 		return err
 	}
 	c.wbuf = c.flushCtrl(c.wbuf) // buffered frames and pongs first
-	c.buffered.Store(false)
+	c.flags.clear(flagBuffered)
 	c.pmu.Lock()
 	err := c.p.canSendData()
 	if err == nil && c.p.outOpen {
@@ -358,7 +358,7 @@ func (c *Conn) Ping(ctx context.Context, payload []byte) error {
 		c.pmu.Unlock()
 		err = c.writeLocked(c.wbuf)
 		c.wbuf = c.wbuf[:0]
-		c.buffered.Store(false)
+		c.flags.clear(flagBuffered)
 	}
 	c.unlockWrite()
 	if err = stop(err); err != nil {
@@ -390,7 +390,7 @@ func (c *Conn) queuePong(payload []byte) {
 	// the most recent ping).
 	*c.ctrlQueued = c.p.AppendPong((*c.ctrlQueued)[:0], payload)
 	c.pmu.Unlock()
-	c.ctrlPending.Store(true)
+	c.flags.set(flagCtrlPending)
 	c.ctrlMu.Unlock()
 	if c.tryLockWrite() {
 		c.unlockWrite()
@@ -472,15 +472,15 @@ func (c *Conn) releaseWbuf() {
 // lock just before the writer let it go.
 func (c *Conn) unlockWrite() {
 	for {
-		if c.ctrlPending.Load() || c.flushWanted.Load() {
-			c.flushWanted.Store(false)
+		if c.flags.has(flagCtrlPending) || c.flags.has(flagFlushWanted) {
+			c.flags.clear(flagFlushWanted)
 			// On a connection that can no longer write, flushing just
 			// drops the frames.
 			c.flushLocked()
 		}
 		c.releaseWbuf()
 		c.wmu.Unlock()
-		if (!c.ctrlPending.Load() && !c.flushWanted.Load()) || !c.tryLockWrite() {
+		if (!c.flags.has(flagCtrlPending) && !c.flags.has(flagFlushWanted)) || !c.tryLockWrite() {
 			return
 		}
 	}
@@ -491,7 +491,7 @@ func (c *Conn) unlockWrite() {
 // queued just after the check sets ctrlPending, which unlockWrite looks at
 // before and after it lets the write lock go.
 func (c *Conn) flushCtrl(dst []byte) []byte {
-	if !c.ctrlPending.Load() {
+	if !c.flags.has(flagCtrlPending) {
 		return dst
 	}
 	c.ctrlMu.Lock()
@@ -501,7 +501,7 @@ func (c *Conn) flushCtrl(dst []byte) []byte {
 		ctrlBufs.Put(q)
 		c.ctrlQueued = nil
 	}
-	c.ctrlPending.Store(false)
+	c.flags.clear(flagCtrlPending)
 	c.ctrlMu.Unlock()
 	return dst
 }
@@ -510,7 +510,7 @@ func (c *Conn) writable() error {
 	if err := c.writeError(); err != nil {
 		return err
 	}
-	if c.closeSent.Load() {
+	if c.flags.has(flagCloseSent) {
 		return ErrClosed
 	}
 	return nil
@@ -526,7 +526,7 @@ func (c *Conn) writeLocked(b []byte) error {
 		_, err = c.nc.Write(b)
 	}
 	if err != nil {
-		if c.closed.Load() {
+		if c.flags.has(flagClosed) {
 			err = ErrClosed
 		}
 		c.extra().writeErr = err
@@ -557,7 +557,7 @@ func (c *Conn) writeVectored(a, b []byte) error {
 	err := c.writeBuffers(bufs)
 	putVector(vec, bufs)
 	if err != nil {
-		if c.closed.Load() {
+		if c.flags.has(flagClosed) {
 			err = ErrClosed
 		}
 		c.extra().writeErr = err
