@@ -5,7 +5,6 @@ package netpoll
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"sync"
@@ -58,10 +57,11 @@ type poller struct {
 	waitFn func(fd uintptr) bool // p.wait
 	mine   Reader                // the reader the waiting loop runs next
 	mu     sync.Mutex
-	// slots holds what each token stands for, by token (nil: free; 0 is
-	// never handed out, the write epoll's), and free the tokens let go,
-	// handed out again last first: a table costs a connection two words
-	// where a map cost it about seven.
+	// slots holds what each token stands for, by the token's slot (nil:
+	// free; 0 is never handed out, the write epoll's), and free the tokens
+	// let go, whose slots are handed out again last first, each in its next
+	// generation (add): a table costs a connection two words where a map
+	// cost it about seven.
 	slots []pollee
 	free  []uint32
 	// The waiting loop's scratch.
@@ -156,7 +156,7 @@ func Register(nc net.Conn, rd Reader) (Registration, error) {
 		return Registration{}, err
 	}
 	k := &kept{rd: rd, rc: rc}
-	k.token = p.add(k)
+	p.add(k)
 	if err := k.ctl(syscall.EPOLL_CTL_ADD); err != nil {
 		p.forget(k.token, k)
 		return Registration{}, err
@@ -183,6 +183,8 @@ func (k *kept) ready(uint32) Reader {
 func (k *kept) state() *readState { return &k.rs }
 func (k *kept) arm() error        { return k.ctl(syscall.EPOLL_CTL_MOD) }
 func (k *kept) unregister()       { thePoller.forget(k.token, k) }
+func (k *kept) tokenIs() uint32   { return k.token }
+func (k *kept) setToken(t uint32) { k.token = t }
 
 // ctl runs epoll_ctl op on k's socket while it is open.
 func (k *kept) ctl(op int) error {
@@ -197,38 +199,54 @@ func (k *kept) ctl(op int) error {
 	return cerr
 }
 
-// add hands out a token for x: never 0 (the write epoll's), never one
-// still held.
-func (p *poller) add(x pollee) uint32 {
+// A token is a slot of the poller's table (its low tokenSlotBits) and the
+// slot's generation (the bits above): a slot handed out again comes with
+// the next generation, so an event of the socket that had it before
+// (fetched from epoll before that socket went, dispatched after) names a
+// token nobody holds and wakes nobody. 2²² slots are 4 194 303 sockets
+// at once (slot 0 is never handed out); a token comes back after 2¹⁰
+// generations of its slot.
+const (
+	tokenSlotBits = 22
+	tokenSlotMask = 1<<tokenSlotBits - 1
+)
+
+// add hands out a token for x and gives it to x (setToken, under p.mu:
+// the loop reads it there): never 0 (the write epoll's), never one still
+// held, and one let go only in its slot's next generation.
+func (p *poller) add(x pollee) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if n := len(p.free); n > 0 {
-		t := p.free[n-1]
+		t := p.free[n-1] + 1<<tokenSlotBits // wraps within the generation bits
 		p.free = p.free[:n-1]
-		p.slots[t] = x
-		return t
+		p.slots[t&tokenSlotMask] = x
+		x.setToken(t)
+		return
 	}
-	if uint64(len(p.slots)) > math.MaxUint32 {
-		panic("netpoll: more than 2³² sockets")
+	if len(p.slots) > tokenSlotMask {
+		panic("netpoll: more than 4 194 303 sockets")
 	}
 	p.slots = append(p.slots, x)
-	return uint32(len(p.slots) - 1)
+	x.setToken(uint32(len(p.slots) - 1))
 }
 
 // forget lets token go, unless it was handed out again.
 func (p *poller) forget(token uint32, x pollee) {
 	p.mu.Lock()
-	if p.slots[token] == x {
-		p.slots[token] = nil
+	if i := token & tokenSlotMask; p.slots[i] == x {
+		p.slots[i] = nil
 		p.free = append(p.free, token)
 	}
 	p.mu.Unlock()
 }
 
-// lookup returns what token stands for, nil for a free one; p.mu is held.
+// lookup returns who holds token, nil if nobody does; p.mu is held.
 func (p *poller) lookup(token uint32) pollee {
-	if int(token) < len(p.slots) {
-		return p.slots[token]
+	if i := int(token & tokenSlotMask); i < len(p.slots) {
+		if x := p.slots[i]; x != nil && x.tokenIs() == token {
+			return x
+		}
 	}
 	return nil
 }

@@ -291,9 +291,10 @@ func TestClosedEndsTheReaderOnce(t *testing.T) {
 }
 
 // TestClosedSocketsTokenGoesToNoOneElse: once a socket whose reader armed
-// is closed, its token (and, likely, its descriptor number) may go to a new
-// socket, and the new socket's events run the new reader only, never the
-// old one.
+// is closed, its token's slot (and, likely, its descriptor number) may go to
+// a new socket, and the new socket's events run the new reader only, never
+// the old one; nor does an event the socket of the round before left
+// behind (its slot is the same) run either.
 func TestClosedSocketsTokenGoesToNoOneElse(t *testing.T) {
 	ln := listen(t)
 	for _, kind := range kinds {
@@ -303,16 +304,24 @@ func TestClosedSocketsTokenGoesToNoOneElse(t *testing.T) {
 				old := register(t, sock, nil)
 				testwait.Until(t, "the reader to arm", 10*time.Second, func() bool { return old.reg.p.state().Load() == readArmed })
 				sock.Close()
-				if !old.reg.Closed() {
-					t.Fatal("Closed did not report the armed reader")
+				// Closed reports the armed reader, unless the Arm that made
+				// it armed was still under way and found the socket closed:
+				// then the reader ends itself (Arm reports false).
+				if old.reg.Closed() {
+					old.end()
 				}
-				old.end()
-				// The next token handed out is the old one's, the last let
-				// go: the new socket takes it (no other test runs meanwhile).
+				select {
+				case <-old.ended:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the reader of the closed socket was never ended")
+				}
+				// The next token handed out is in the old one's slot, the last
+				// let go: the new socket takes it (no other test runs
+				// meanwhile), in the slot's next generation.
 				nsock, npeer := socketPair(t, ln, kind.handOver)
 				r := register(t, nsock, nil)
-				if tokenOf(r.reg) != tokenOf(old.reg) {
-					t.Fatalf("the new socket has token %d, not the old one's %d", tokenOf(r.reg), tokenOf(old.reg))
+				if nt, ot := tokenOf(r.reg), tokenOf(old.reg); nt&tokenSlotMask != ot&tokenSlotMask || nt == ot {
+					t.Fatalf("the new socket has token %#x, want the old one's slot in another generation (%#x)", nt, ot)
 				}
 				npeer.Write([]byte("new"))
 				npeer.Close()
@@ -338,38 +347,51 @@ func tokenOf(r Registration) uint32 {
 }
 
 // TestTokens: a token is never 0 (the write epoll's) and never one still
-// held; one let go is handed out again, and then its old owner's forget
-// leaves the new owner in place.
+// held; the slot of one let go is handed out again, in its next
+// generation, so that the old token names nobody, and the old owner's late
+// forget leaves the new owner in place.
 func TestTokens(t *testing.T) {
-	p := &poller{slots: make([]pollee, 1)} // its token table only: what add and forget use
+	p := &poller{slots: make([]pollee, 1)} // its token table only: what add, forget and lookup use
 	xs := make([]*kept, 100)
 	held := map[uint32]bool{}
 	for i := range xs {
 		xs[i] = new(kept)
-		tok := p.add(xs[i])
-		if tok == 0 || held[tok] {
-			t.Fatalf("token %d handed out (0, or still held)", tok)
+		p.add(xs[i])
+		if tok := xs[i].token; tok == 0 || held[tok] {
+			t.Fatalf("token %#x handed out (0, or still held)", tok)
 		}
-		held[tok], xs[i].token = true, tok
+		held[xs[i].token] = true
 	}
 	for _, x := range xs[:50] {
 		p.forget(x.token, x)
 	}
+	old := xs[49].token
 	x1, x2 := new(kept), new(kept)
-	t1 := p.add(x1)
-	if t1 != xs[49].token {
-		t.Fatalf("token %d, want %d, the last one let go", t1, xs[49].token)
+	p.add(x1)
+	if t1 := x1.token; t1&tokenSlotMask != old&tokenSlotMask || t1 == old || t1 == 0 {
+		t.Fatalf("token %#x, want the slot of %#x, the last one let go, in its next generation", t1, old)
 	}
-	p.forget(t1, xs[49]) // the old owner, late
+	p.forget(old, xs[49]) // the old owner, late
 	p.mu.Lock()
-	got := p.lookup(t1)
+	got, stale := p.lookup(x1.token), p.lookup(old)
 	p.mu.Unlock()
 	if got != pollee(x1) {
 		t.Fatal("the old owner's forget took the token from its new owner")
 	}
-	t2 := p.add(x2)
-	if t2 == 0 || t2 == t1 || !held[t2] {
-		t.Fatalf("token %d after %d: want another of those let go", t2, t1)
+	if stale != nil {
+		t.Fatal("the old token still names the slot's new owner: an event left by the old socket would wake it")
+	}
+	p.add(x2)
+	if t2 := x2.token; t2 == 0 || t2&tokenSlotMask == x1.token&tokenSlotMask || !held[t2&tokenSlotMask] {
+		t.Fatalf("token %#x after %#x: want the slot of another one let go", t2, x1.token)
+	}
+	// A slot's generations wrap within the token, never to 0.
+	y := &kept{}
+	p.forget(x2.token, x2)
+	p.free[len(p.free)-1] |= ^uint32(tokenSlotMask) // as if at its last generation
+	p.add(y)
+	if y.token == 0 || y.token&tokenSlotMask != x2.token&tokenSlotMask || y.token>>tokenSlotBits != 0 {
+		t.Fatalf("token %#x after the last generation of slot %#x", y.token, x2.token&tokenSlotMask)
 	}
 }
 
