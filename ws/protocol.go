@@ -210,27 +210,57 @@ type rxState struct {
 	ready uint8
 }
 
-var rxStates = sync.Pool{New: func() any { return new(rxState) }}
+// rxStates holds the receiving states of idle Protocols: rxStates[i], each
+// with a receive buffer of class i (ReleaseReadBuffer keeps it in the
+// state, so that a wake-up takes one thing from a pool, not two), and
+// rxStates[numBufPools] those without one.
+var rxStates [numBufPools + 1]sync.Pool
 
 // idleRx is the state of every receiving side that has nothing under way
 // and no buffer: zero, never written.
 var idleRx rxState
 
 // recv makes sure the receiving side has a state of its own, taking one
-// from the pool when ReleaseReadBuffer gave it back.
+// from the pools when ReleaseReadBuffer gave it back: with a receive buffer
+// of bufHint bytes when one is there.
 func (p *Protocol) recv() {
-	if p.rxState == &idleRx {
-		p.rxState = rxStates.Get().(*rxState)
+	if p.rxState != &idleRx {
+		return
 	}
+	if pooledSize(p.bufHint) {
+		if rs, ok := rxStates[bufClass(p.bufHint)].Get().(*rxState); ok {
+			p.rxState = rs
+			return
+		}
+	}
+	if rs, ok := rxStates[numBufPools].Get().(*rxState); ok {
+		p.rxState = rs
+		return
+	}
+	p.rxState = new(rxState)
 }
 
-// idleRecv gives the receiving side's state back to the pool, zeroed.
-func (p *Protocol) idleRecv() {
-	if rs := p.rxState; rs != &idleRx {
-		p.rxState = &idleRx
-		*rs = rxState{}
-		rxStates.Put(rs)
+// idleRecv gives the receiving side's state back to the pools, zeroed but
+// for its receive buffer when withBuf (a pooled size, nothing unprocessed
+// in it: ReleaseReadBuffer), which goes along; otherwise the buffer is
+// dropped.
+func (p *Protocol) idleRecv(withBuf bool) {
+	rs := p.rxState
+	if rs == &idleRx {
+		return
 	}
+	p.rxState = &idleRx
+	buf, bufp := rs.buf, rs.bufp
+	*rs = rxState{}
+	if withBuf {
+		if bufp == nil {
+			bufp = new([]byte) // once: the box travels with the buffer
+		}
+		rs.buf, rs.bufp = buf[:0], bufp
+		rxStates[bufClass(cap(buf))].Put(rs)
+		return
+	}
+	rxStates[numBufPools].Put(rs)
 }
 
 // NewProtocol returns a Protocol configured by cfg.
@@ -328,7 +358,7 @@ func (p *Protocol) Release() {
 	if p.fl != nil {
 		p.fl.abortInflate()
 	}
-	p.idleRecv()
+	p.idleRecv(false)
 }
 
 // HasPendingClose reports whether a Close frame was queued by a failure and

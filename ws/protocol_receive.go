@@ -206,16 +206,17 @@ func (p *Protocol) ReleaseReadBuffer() bool {
 	if p.fl != nil {
 		p.fl.releaseOut()
 	}
+	if !p.inFrame && !p.msgOpen && !p.inflating && p.ready == 0 {
+		// Between messages: every other field is dead until the next
+		// frame's header sets it, and the buffer goes along with them.
+		p.idleRecv(true)
+		return true
+	}
 	if p.bufp == nil {
 		p.bufp = new([]byte) // once: the box travels with the buffer
 	}
 	putBuf(p.bufp, p.buf)
 	p.buf, p.bufp, p.r = nil, nil, 0
-	if !p.inFrame && !p.msgOpen && !p.inflating && p.ready == 0 {
-		// Between messages: every other field is dead until the next
-		// frame's header sets it.
-		p.idleRecv()
-	}
 	return true
 }
 
