@@ -221,12 +221,19 @@ var rxStates [numBufPools + 1]sync.Pool
 var idleRx rxState
 
 // recv makes sure the receiving side has a state of its own, taking one
-// from the pools when ReleaseReadBuffer gave it back: with a receive buffer
-// of bufHint bytes when one is there.
+// from the pools when ReleaseReadBuffer gave it back (takeRecv). Small
+// enough to inline: every entry point of the receiving side calls it.
 func (p *Protocol) recv() {
-	if p.rxState != &idleRx {
-		return
+	if p.rxState == &idleRx {
+		p.takeRecv()
 	}
+}
+
+// takeRecv takes a receiving state from the pools: with a receive buffer of
+// bufHint bytes when one is there.
+//
+//go:noinline
+func (p *Protocol) takeRecv() {
 	if pooledSize(p.bufHint) {
 		if rs, ok := rxStates[bufClass(p.bufHint)].Get().(*rxState); ok {
 			p.rxState = rs
