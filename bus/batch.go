@@ -37,7 +37,8 @@ var writeBatches = sync.Pool{New: func() any {
 // runs reports whether c takes every frame of the log as it is: no
 // receive rule, no deflate, no reply routing.
 func (c *session) runs() bool {
-	return c.windowBits < 0 && (c.perms == nil || c.perms.Receive == nil) && !c.routed()
+	perms := c.permissions()
+	return c.windowBits < 0 && (perms == nil || perms.Receive == nil) && !c.routed()
 }
 
 // takeBatch takes what the log holds at c's cursor into wb, keeping the
@@ -64,12 +65,13 @@ func (c *session) selectBatch(wb *writeBatch) {
 	}
 	es := wb.b.entries
 	wb.born = es[0].born
+	perms := c.permissions()
 	for _, e := range es {
 		if e.to != 0 {
 			if e.to != c.id {
 				continue // another client's notice
 			}
-		} else if c.perms != nil && c.perms.Receive != nil && !c.perms.CanReceive(e.mtype) {
+		} else if perms != nil && perms.Receive != nil && !perms.CanReceive(e.mtype) {
 			continue
 		} else if e.route != nil && c.routed() && !e.route.delivers(c.id) {
 			continue // another routed client's private frame

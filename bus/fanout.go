@@ -440,7 +440,7 @@ func (h *hub) wakeLocked(head uint64) {
 				wake[nw] = f
 				nw++
 			} else {
-				f.sleepIdx = len(keep)
+				f.sleepIdx = int32(len(keep))
 				keep = append(keep, f)
 			}
 		}
@@ -499,7 +499,7 @@ func (h *hub) join(f *follower) {
 	defer h.mu.Unlock()
 	f.cursor.Store(h.head.Load())
 	f.fetched.Store(h.bytes.Load())
-	f.idx = len(h.followers)
+	f.idx = int32(len(h.followers))
 	h.followers = append(h.followers, f)
 	if f.owner == nil {
 		// It may read the frames from the head on, in the shared segment
@@ -523,17 +523,17 @@ func (h *hub) join(f *follower) {
 // Both removals are O(1): the last follower (sleeper) takes f's place.
 func (h *hub) leave(f *follower) {
 	h.mu.Lock()
-	if i := f.sleepIdx; i >= 0 && i < len(h.sleepers) && h.sleepers[i] == f {
+	if i := int(f.sleepIdx); i >= 0 && i < len(h.sleepers) && h.sleepers[i] == f {
 		last := len(h.sleepers) - 1
 		h.sleepers[i] = h.sleepers[last]
-		h.sleepers[i].sleepIdx = i
+		h.sleepers[i].sleepIdx = int32(i)
 		h.sleepers[last] = nil
 		h.sleepers = h.sleepers[:last]
 	}
 	f.sleepIdx = -1
 	f.left = true
-	if f.idx >= 0 && f.idx < len(h.followers) && h.followers[f.idx] == f {
-		h.removeAt(f.idx)
+	if i := int(f.idx); i >= 0 && i < len(h.followers) && h.followers[i] == f {
+		h.removeAt(i)
 	}
 	h.shrink()
 	h.mu.Unlock()
@@ -544,7 +544,7 @@ func (h *hub) leave(f *follower) {
 func (h *hub) removeAt(i int) {
 	f, last := h.followers[i], len(h.followers)-1
 	h.followers[i] = h.followers[last]
-	h.followers[i].idx = i
+	h.followers[i].idx = int32(i)
 	h.followers[last] = nil
 	h.followers = h.followers[:last]
 	f.idx = -1
@@ -644,7 +644,7 @@ func (h *hub) sleep(f *follower, cursor uint64) bool {
 	}
 	f.sleepAt = cursor
 	if f.sleepIdx < 0 && !f.left {
-		f.sleepIdx = len(h.sleepers)
+		f.sleepIdx = int32(len(h.sleepers))
 		h.sleepers = append(h.sleepers, f)
 	}
 	return true

@@ -672,12 +672,12 @@ func TestHubShrinksAfterPeak(t *testing.T) {
 	h.mu.Lock()
 	cf, cs, nf, ns := cap(h.followers), cap(h.sleepers), len(h.followers), len(h.sleepers)
 	for i, f := range h.followers {
-		if f.idx != i {
+		if int(f.idx) != i {
 			t.Errorf("follower at %d has idx %d", i, f.idx)
 		}
 	}
 	for i, f := range h.sleepers {
-		if f.sleepIdx != i {
+		if int(f.sleepIdx) != i {
 			t.Errorf("sleeper at %d has sleepIdx %d", i, f.sleepIdx)
 		}
 	}

@@ -72,8 +72,8 @@ type follower struct {
 	// sleeps again.
 	wake     chan struct{}
 	owner    followerOwner
-	idx      int    // position in hub.followers (under hub.mu)
-	sleepIdx int    // position in hub.sleepers, -1 when not there (under hub.mu)
+	idx      int32  // position in hub.followers (under hub.mu)
+	sleepIdx int32  // position in hub.sleepers, -1 when not there (under hub.mu)
 	sleepAt  uint64 // the cursor it sleeps at (under hub.mu)
 	left     bool   // hub.leave was called: never a sleeper again (under hub.mu)
 	// cuts lets the hub cut the follower as soon as the bounds release an
@@ -81,7 +81,12 @@ type follower struct {
 	// and owner.onCut, if there is an owner, is called (outside the hub's
 	// lock). Without it the follower finds out on its next fetch.
 	cuts bool
-	cut  atomic.Bool
+	// paces: when far behind, it slows the senders, or is cut when it
+	// stalls (hub.pace; seenCursor and seenAt, below). Packed with the
+	// flags above, as the int32 indexes are, so that a follower is 112
+	// bytes and a session fits its size class (TestSessionSize).
+	paces bool
+	cut   atomic.Bool
 	// stopped: its reader ended (session.finish); tryBatch then returns
 	// errStopped, as when its done channel is closed. A flag, not a
 	// channel: a session's end is only ever checked, never waited for.
@@ -89,12 +94,10 @@ type follower struct {
 	// stalled: cut for taking nothing while far behind (hub.pressured),
 	// before reaching its bound.
 	stalled atomic.Bool
-	// paces: when far behind, it slows the senders, or is cut when it
-	// stalls (hub.pace). seenCursor and seenAt are the cursor pressured
-	// last saw and the hub time it first saw it (under hub.mu): a writer
-	// fetches again as soon as a write completes, so an unchanged cursor
-	// means no progress, at no cost to the writer.
-	paces      bool
+	// seenCursor and seenAt are the cursor pressured last saw and the hub
+	// time it first saw it (under hub.mu), for paces: a writer fetches
+	// again as soon as a write completes, so an unchanged cursor means no
+	// progress, at no cost to the writer.
 	seenCursor uint64
 	seenAt     int64
 }

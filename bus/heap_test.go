@@ -72,14 +72,14 @@ func heapProfile() []runtime.MemProfileRecord {
 
 // maxIdleSessionHeap is the most heap an idle plain session may hold on
 // the server, everything it needs counted: the session with its follower
-// (352 bytes), the ws.Conn (320), its Protocol (192), its rawIO (128, and
-// 16 for its write callback; the read state is back in its pool), the
-// socket out of Go's poller (netpoll's fdConn, 80), the remote address
-// string (16), and its share of the poller's map, the server's sessions
-// and the hub's followers and sleepers (about 80, more while a map grows).
-// That is about 1 190 bytes; the bound leaves room for the maps' growth
-// and the runtime's timers, and fails on anything the size of a channel.
-const maxIdleSessionHeap = 1500
+// (288 bytes), the ws.Conn with its Protocol and raw I/O (288; their read
+// and write states are back in their pools), the socket out of Go's poller
+// (netpoll's fdConn, 80), the remote address string (16), and its share of
+// the poller's token table, the server's sessions and the hub's followers
+// and sleepers (about 50, more while one grows). That is about 725 bytes;
+// the bound leaves room for the tables' growth and fails on anything the
+// size of a channel.
+const maxIdleSessionHeap = 800
 
 // TestIdleSessionHeap: an idle session on the poll path holds at most
 // maxIdleSessionHeap bytes of heap. The figure is the heap profile's, of

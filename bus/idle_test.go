@@ -286,7 +286,7 @@ func TestWritersAfterIdle(t *testing.T) {
 		idle := len(s.sessions) == 3
 		for _, c := range s.sessions {
 			idle = idle && c.wpend.Load() == 0
-			if c.perms != nil {
+			if c.permissions() != nil {
 				guiSession = c
 			}
 		}
@@ -294,7 +294,7 @@ func TestWritersAfterIdle(t *testing.T) {
 	})
 	s.mu.Lock()
 	for _, c := range s.sessions {
-		if want := c.perms == nil && c.windowBits < 0; c.runs() != want {
+		if want := c.permissions() == nil && c.windowBits < 0; c.runs() != want {
 			t.Errorf("session %d: runs %v, want %v", c.id, c.runs(), want)
 		}
 	}

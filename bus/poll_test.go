@@ -14,11 +14,11 @@ import (
 )
 
 // TestSessionSize: a session, its follower and its registration with the
-// poller included, fits the 352-byte size class, so that an idle
+// poller included, fits the 288-byte size class, so that an idle
 // connection's heap does not grow (TestIdleSessionHeap counts the whole).
 func TestSessionSize(t *testing.T) {
-	if n := unsafe.Sizeof(session{}); n > 352 {
-		t.Fatalf("a session is %d bytes, more than the 352-byte size class", n)
+	if n := unsafe.Sizeof(session{}); n > 288 {
+		t.Fatalf("a session is %d bytes, more than the 288-byte size class", n)
 	}
 }
 

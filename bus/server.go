@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unique"
 
 	"github.com/ovbus/ovbus/bus/internal/workers"
 	"github.com/ovbus/ovbus/ws"
@@ -347,13 +348,11 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, routeTok string
 	c := &session{
 		s:          s,
 		conn:       conn,
-		perms:      acc.perms,
 		acc:        acc,
 		limit:      limit,
 		windowBits: -1,
 		remote:     r.RemoteAddr,
-		userAgent:  r.Header.Get("User-Agent"),
-		origin:     r.Header.Get("Origin"),
+		says:       unique.Make(clientSays{userAgent: r.Header.Get("User-Agent"), origin: r.Header.Get("Origin")}),
 		connected:  time.Now().UnixNano(),
 	}
 	// No wake channel: the hub starts the writer (c.wake).
@@ -365,7 +364,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, routeTok string
 	// greeting fetches what they published.
 	c.wpend.Store(1)
 	if p := conn.Deflate(); p != nil {
-		c.windowBits = int32(p.ServerMaxWindowBits)
+		c.windowBits = int8(p.ServerMaxWindowBits)
 		c.ownDeflate = !p.ServerNoContextTakeover // only with a context (Accept)
 	}
 	c.f.paces = true

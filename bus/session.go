@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unique"
 
 	"github.com/ovbus/ovbus/bus/internal/netpoll"
 	"github.com/ovbus/ovbus/bus/internal/workers"
@@ -68,24 +69,19 @@ const deadlineSlack = 50 * time.Millisecond
 //
 // An idle session is one allocation: its follower is a field, whose owner
 // is the session itself (no closures), and its end is the follower's
-// stopped flag (no channel). It fits the 352-byte size class
+// stopped flag (no channel). It fits the 288-byte size class
 // (TestSessionSize).
 type session struct {
 	s     *Server
 	conn  *ws.Conn
-	perms *Permissions // nil: everything allowed
-	acc   *grant       // what the client was let in as (access.go)
-	limit *bucket      // the message-rate limit, read by the reader only; nil: none
-	f     follower     // its owner is the session (followerOwner)
-	// windowBits is the server window of a deflate client (its compressed
-	// copies are counted in the log's bytes), or -1 without deflate.
-	windowBits int32
+	acc   *grant   // what the client was let in as (access.go); its perms apply (permissions)
+	limit *bucket  // the message-rate limit, read by the reader only; nil: none
+	f     follower // its owner is the session (followerOwner)
 
 	// What Sessions reports; fixed at the upgrade.
 	id        uint64
 	remote    string
-	userAgent string
-	origin    string
+	says      unique.Handle[clientSays]
 	connected int64 // Unix nanoseconds (a time.Time is 16 bytes more)
 
 	framesIn, bytesIn   atomic.Uint64 // counted by the reader
@@ -108,6 +104,10 @@ type session struct {
 	// against its context (Options.CompressionContext): nothing of its
 	// compression is shared, or counted in the log's bytes.
 	ownDeflate bool
+	// windowBits is the server window of a deflate client (its compressed
+	// copies are counted in the log's bytes: 8 to 15), or -1 without
+	// deflate.
+	windowBits int8
 	sidx       int32
 	wdeadline  int64 // Unix nanoseconds; 0: none set
 	// reg is the socket's registration with the poller on the poll path
@@ -227,7 +227,7 @@ func (c *session) received(op ws.Opcode, b []byte) {
 		c.rateLimited()
 		return
 	}
-	c.s.relay(c, c.perms, op, b)
+	c.s.relay(c, c.permissions(), op, b)
 	c.s.hub.pace(len(b))
 }
 
@@ -614,17 +614,33 @@ type SessionInfo struct {
 	QueuedBytes         int64 // the frame bytes of those messages
 }
 
+// clientSays is what a client says of itself in its upgrade request. Clients
+// of one kind say the same, so each session holds a handle to the one copy
+// (unique.Make) instead of two strings of its own.
+type clientSays struct {
+	userAgent, origin string
+}
+
+// permissions returns what the client may send and receive; nil: everything.
+func (c *session) permissions() *Permissions {
+	if c.acc == nil {
+		return nil
+	}
+	return c.acc.perms
+}
+
 func (c *session) info() SessionInfo {
 	h := c.s.hub
 	var token, identity string
 	if c.acc != nil {
 		token, identity = c.acc.name, c.acc.identity
 	}
+	says := c.says.Value()
 	return SessionInfo{
 		ID:             c.id,
 		Remote:         c.remote,
-		UserAgent:      c.userAgent,
-		Origin:         c.origin,
+		UserAgent:      says.userAgent,
+		Origin:         says.origin,
 		Token:          token,
 		Identity:       identity,
 		Connected:      time.Unix(0, c.connected),

@@ -67,7 +67,7 @@ func (h *hub) wakeSleepers() {
 				f.sleepIdx = -1
 				due = append(due, f)
 			} else {
-				f.sleepIdx = len(keep)
+				f.sleepIdx = int32(len(keep))
 				keep = append(keep, f)
 			}
 		}

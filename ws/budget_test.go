@@ -279,7 +279,7 @@ func waitInUse(t *testing.T, b *Budget, want int64) {
 // buffer, NextMessage's buffer, the encode buffer when it keeps one, and
 // the deflate state's buffers, inflater and compressor.
 func (c *Conn) retainedBytes() int {
-	n := cap(c.p.buf) + cap(c.msg) + cap(c.pendingInput())
+	n := cap(c.p.buf) + cap(c.message()) + cap(c.pendingInput())
 	if c.wbufp != nil {
 		n += cap(c.wbuf)
 	}

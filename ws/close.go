@@ -100,7 +100,7 @@ func (c *Conn) CloseNow() error {
 func (c *Conn) closeNC() error {
 	var err error
 	c.closeOnce.Do(func() {
-		c.closed.Store(true)
+		c.flags.set(flagClosed)
 		err = c.nc.Close()
 		c.mcharge.release()
 		if c.rmu.TryLock() {
@@ -120,20 +120,20 @@ func (c *Conn) sendClose(code StatusCode, reason string) error {
 }
 
 func (c *Conn) writeClose(appendClose func([]byte) ([]byte, error)) error {
-	if c.closeSent.Swap(true) {
+	if !c.flags.setFirst(flagCloseSent) {
 		return ErrClosed
 	}
 	c.lockWrite()
 	defer c.unlockWrite()
-	if c.writeErr != nil {
-		return c.writeErr
+	if err := c.writeError(); err != nil {
+		return err
 	}
 	c.nc.SetWriteDeadline(time.Now().Add(c.closeTimeout))
 	c.pmu.Lock()
 	var err error
 	c.wbuf, err = appendClose(c.flushCtrl(c.wbuf)) // buffered frames first
 	c.pmu.Unlock()
-	c.buffered.Store(false)
+	c.flags.clear(flagBuffered)
 	if err != nil {
 		c.wbuf = c.wbuf[:0]
 		return err

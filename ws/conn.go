@@ -52,19 +52,21 @@ const (
 // with a pong (RFC 6455 §5.5.2), and a received close frame is echoed
 // (§5.5.1) and reported as a *CloseError.
 //
-// The fields smaller than a word are packed in each group so that a Conn
-// fits the 320-byte size class.
+// A Conn is one allocation with its Protocol and its raw I/O: an idle
+// connection keeps nothing else of ws (TestIdleSizes). The fields smaller
+// than a word are packed in each group so that it fits the 288-byte size
+// class.
 type Conn struct {
-	nc     net.Conn
-	params *DeflateParams
+	nc net.Conn
 
 	// p is the sans-IO protocol. Its read side (Receive, Next) is used by the
 	// reading goroutine without a lock; its write side (Append*) is used
 	// under pmu, which is held only for short, IO-free calls.
-	p      *Protocol
-	pmu    sync.Mutex
-	role   Role
-	closed atomic.Bool
+	p   Protocol
+	pmu sync.Mutex
+	// flags: flagClosed, flagCloseSent and the write side's flagCtrlPending,
+	// flagBuffered and flagFlushWanted, each an atomic flag, in one word.
+	flags connFlags
 
 	// Read side: rmu is held by each read call, so that Close can tell
 	// whether it may read the peer's close frame itself.
@@ -73,34 +75,27 @@ type Conn struct {
 	// msgPartial: NextMessage timed out with part of a message in msg.
 	msgPartial bool
 	// trying: tryNextMessage is reading; readNet does not wait.
-	trying     bool
-	readMin    int32 // the least free space to read into (half the read buffer)
-	activeRead *messageReader
-	readErr    error // sticky error of the read side
+	trying bool
+	// raw: rio serves nc (a plain socket on Linux); fixed at creation.
+	raw bool
 	// The message being read whole: what it holds of the Budget (until the
-	// next read call), and NextMessage's buffer with its pool handle.
+	// next read call), and NextMessage's buffer in its pool handle (the
+	// slice in the box: keepMessage).
 	mcharge charge
-	msg     []byte
 	msgp    *[]byte
 
 	// Write side: wmu serialises every frame written to nc.
-	wmu         sync.Mutex
-	wbufSize    int32
-	ctrlPending atomic.Bool // ctrlQueued is not empty
-	buffered    atomic.Bool // wbuf holds frames buffered by BufferMessage
-	flushWanted atomic.Bool // the reader is about to wait: write the buffered frames
-	ctrlMu      sync.Mutex
+	wmu      sync.Mutex
+	wbufSize int32
+	ctrlMu   sync.Mutex
 	// wbuf is the encode buffer, from writeBufPool while wmu is held or
 	// while it holds frames buffered by BufferMessage (between calls,
 	// wbuf is exactly those frames).
 	wbuf       []byte
 	wbufp      *[]byte // the pool's handle of wbuf
-	bufs       net.Buffers
-	rio        *rawIO // raw system calls on a plain socket (rawio_linux.go), or nil
-	writeErr   error  // sticky: a failed or partial write leaves the stream unusable
-	ctrlQueued []byte // control frames (pongs) waiting for the write lock
+	rio        rawIO   // raw system calls on a plain socket (rawio_linux.go) when raw
+	ctrlQueued *[]byte // a pong waiting for the write lock, from ctrlBufs; nil: none
 
-	closeSent    atomic.Bool
 	closeOnce    sync.Once
 	closeTimeout time.Duration
 
@@ -114,20 +109,41 @@ type Conn struct {
 	x atomic.Pointer[connExtra]
 }
 
+// connFlags are a Conn's atomic flags, one bit each of one word.
+type connFlags struct{ v atomic.Uint32 }
+
+const (
+	flagClosed      uint32 = 1 << iota // Close or CloseNow was called
+	flagCloseSent                      // a close frame was written
+	flagCtrlPending                    // ctrlQueued is not empty
+	flagBuffered                       // wbuf holds frames buffered by BufferMessage
+	flagFlushWanted                    // the reader is about to wait: write the buffered frames
+)
+
+func (f *connFlags) has(b uint32) bool { return f.v.Load()&b != 0 }
+func (f *connFlags) set(b uint32)      { f.v.Or(b) }
+func (f *connFlags) clear(b uint32)    { f.v.And(^b) }
+
+// setFirst sets b and reports whether this call did (it was clear).
+func (f *connFlags) setFirst(b uint32) bool { return f.v.Or(b)&b == 0 }
+
 // connExtra is the part of a Conn that few connections need: callbacks
 // that are rarely set, leftover handshake bytes, the pieces of a large
-// message, the writer's vector for a connection without raw I/O, and the
-// channels that Close and Ping wait on. Each field keeps the owner it had
-// in Conn (the reader, the writer under wmu, or any goroutine for the
-// channels).
+// message, the writer's vector for a connection without raw I/O, the
+// sticky errors of a failed side, and the channels that Close and Ping
+// wait on. Each field keeps the owner it had in Conn (the reader, the
+// writer under wmu, or any goroutine for the channels).
 type connExtra struct {
-	subp           string       // the subprotocol chosen in the handshake (fixed)
-	onPing, onPong func([]byte) // AcceptOptions.OnPing, DialOptions.OnPing (reader)
-	pending        []byte       // leftover handshake bytes to feed before reading nc (reader)
-	chunks         [][]byte     // the earlier pieces of a large message (endMessage; reader)
-	chunkps        []*[]byte    // their pool handles
-	chunked        int          // their bytes
-	wv             net.Buffers  // what writeBuffers hands to net.Buffers.WriteTo (writer)
+	subp           string         // the subprotocol chosen in the handshake (fixed)
+	onPing, onPong func([]byte)   // AcceptOptions.OnPing, DialOptions.OnPing (reader)
+	pending        []byte         // leftover handshake bytes to feed before reading nc (reader)
+	chunks         [][]byte       // the earlier pieces of a large message (endMessage; reader)
+	chunkps        []*[]byte      // their pool handles
+	chunked        int            // their bytes
+	wv             net.Buffers    // what writeBuffers hands to net.Buffers.WriteTo (writer)
+	activeRead     *messageReader // the message Reader streams (reader)
+	readErr        error          // sticky error of the read side (reader; readError)
+	writeErr       error          // sticky: a failed or partial write leaves the stream unusable (writer; writeError)
 
 	readDead      chan struct{} // closed when the read side has a final error (setReadErr)
 	closeRecv     chan struct{} // closed when the peer's close frame arrived (peerClosed)
@@ -147,6 +163,24 @@ func (c *Conn) extra() *connExtra {
 		return x
 	}
 	return c.x.Load()
+}
+
+// readError returns the read side's sticky error, nil while it has none;
+// the reader's.
+func (c *Conn) readError() error {
+	if x := c.x.Load(); x != nil {
+		return x.readErr
+	}
+	return nil
+}
+
+// writeError returns the write side's sticky error, nil while it has
+// none; the caller holds wmu.
+func (c *Conn) writeError() error {
+	if x := c.x.Load(); x != nil {
+		return x.writeErr
+	}
+	return nil
 }
 
 // pendingInput returns the leftover handshake bytes not fed to the
@@ -193,22 +227,19 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 		cfg.closeTimeout = DefaultCloseTimeout
 	}
 	c := &Conn{
-		nc:     nc,
-		role:   cfg.role,
-		params: cfg.params,
-		p: NewProtocol(Config{
-			Role:           cfg.role,
-			MaxFrameSize:   cfg.maxFrameSize,
-			MaxMessageSize: cfg.maxMessageSize,
-			Deflate:        cfg.params,
-			Compression:    cfg.compression,
-			ReadBufferSize: cfg.readBufferSize,
-			Budget:         cfg.budget,
-		}),
-		readMin:      int32(max(min(cfg.readBufferSize/2, math.MaxInt32), 1)),
+		nc:           nc,
 		wbufSize:     int32(min(cfg.writeBufferSize, math.MaxInt32)),
 		closeTimeout: cfg.closeTimeout,
 	}
+	c.p.init(Config{
+		Role:           cfg.role,
+		MaxFrameSize:   cfg.maxFrameSize,
+		MaxMessageSize: cfg.maxMessageSize,
+		Deflate:        cfg.params,
+		Compression:    cfg.compression,
+		ReadBufferSize: cfg.readBufferSize,
+		Budget:         cfg.budget,
+	})
 	c.mcharge.b = cfg.budget
 	if cfg.subprotocol != "" || cfg.onPing != nil || cfg.onPong != nil || len(cfg.leftover) > 0 {
 		x := c.extra()
@@ -217,10 +248,7 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 			x.pending = append([]byte(nil), cfg.leftover...)
 		}
 	}
-	c.rio = newRawIO(nc)
-	if c.rio != nil {
-		c.rio.hooks = c
-	}
+	c.raw = c.rio.init(nc)
 	return c
 }
 
@@ -253,7 +281,19 @@ type bufferHooks interface {
 
 func (c *Conn) idleBuffer() bool { return c.p.ReleaseReadBuffer() }
 
-func (c *Conn) refillBuffer() []byte { return c.p.ReadBuffer(int(c.readMin)) }
+// hooks returns c as the bufferHooks of a raw read into the Protocol's
+// receive buffer (idle), or nil for a read into another buffer.
+func (c *Conn) hooks(idle bool) bufferHooks {
+	if idle {
+		return c
+	}
+	return nil
+}
+
+func (c *Conn) refillBuffer() []byte { return c.p.ReadBuffer(c.readMin()) }
+
+// readMin is the least free space to read into: half the read buffer.
+func (c *Conn) readMin() int { return max(c.p.bufHint/2, 1) }
 
 // NetConn returns the underlying connection. Reading from or writing to it
 // directly corrupts the WebSocket stream; it is meant for addresses, socket
@@ -276,12 +316,17 @@ func (c *Conn) Subprotocol() string {
 
 // Deflate returns the permessage-deflate parameters negotiated in the
 // handshake (RFC 7692 §7), or nil when the extension is not in use.
-func (c *Conn) Deflate() *DeflateParams { return c.params }
+func (c *Conn) Deflate() *DeflateParams {
+	if c.p.fl == nil {
+		return nil
+	}
+	return c.p.fl.params
+}
 
 // Compressed reports whether permessage-deflate (RFC 7692) was negotiated:
 // Deflate() != nil. Whether a message goes out compressed also depends on
 // its size (the compression threshold).
-func (c *Conn) Compressed() bool { return c.params != nil }
+func (c *Conn) Compressed() bool { return c.p.fl != nil }
 
 // SetReadDeadline sets the deadline for reads. A read that times out returns
 // an error for which os.IsTimeout is true and leaves the connection intact: a

@@ -231,6 +231,8 @@ var chunkPool = sync.Pool{New: func() any { b := make([]byte, inflateChunk); ret
 
 // deflateState is a Protocol's permessage-deflate state.
 type deflateState struct {
+	params *DeflateParams // as negotiated (Conn.Deflate)
+
 	// compression (our side)
 	level     int
 	bits      int  // our max window bits

@@ -138,8 +138,9 @@ type Event struct {
 // arrived and are then inflated piece by piece, never beyond the limit.
 //
 // In steady state a Protocol does not allocate for uncompressed traffic.
-// The fields smaller than a word are packed together so that a Protocol
-// fits the 192-byte size class.
+// While it waits for input with nothing of a frame or a message under way,
+// it holds neither a receive buffer nor the state of the receiving side
+// (ReleaseReadBuffer); the fields smaller than a word are packed together.
 type Protocol struct {
 	maxFrame int64 // < 0: unlimited
 	maxMsg   int64 // < 0: unlimited
@@ -154,13 +155,34 @@ type Protocol struct {
 	openPlain bool
 
 	// Close state, shared by both sides: st is read atomically; changes,
-	// err and the pending close (pending, below) are guarded by mu.
-	pendCode StatusCode
-	st       atomic.Uint32 // State
-	mu       sync.Mutex
-	err      error // sticky error after a failure
-	pendMsg  string
+	// err and the pending close are guarded by mu.
+	st   atomic.Uint32 // State
+	mu   sync.Mutex
+	err  *ProtocolError // sticky error after a failure
+	pend *ProtocolError // the failure whose close frame is queued, until AppendPendingClose
 
+	// The receiving side's state, from rxStates while it is in use (recv):
+	// &idleRx, shared and never written, once ReleaseReadBuffer gave it
+	// back with the receive buffer, nothing of a frame or a message being
+	// under way, until the next Receive or ReadBuffer. Its fields are
+	// promoted (p.buf, p.hdr...) and read as they are; whatever writes them
+	// calls recv first.
+	*rxState
+
+	// message being sent with AppendFrame
+	outOpen bool
+
+	// wholeMax is the largest payload Next's fast path may take: the smaller of
+	// the limits that are on, capped at 0xFFFF (the 16-bit length).
+	wholeMax int32
+
+	// keys is the state of the masking-key generator (maskKey).
+	keys uint64
+}
+
+// rxState is what the receiving side of a Protocol keeps between calls:
+// the receive buffer, the frame and the message being received.
+type rxState struct {
 	buf  []byte  // received bytes; buf[r:] not yet processed
 	bufp *[]byte // a box for buf in bufPools (ReleaseReadBuffer)
 	r    int
@@ -178,34 +200,91 @@ type Protocol struct {
 	utf8          UTF8Validator
 	msgSize       int64
 
-	// message being sent with AppendFrame
-	outOpen bool
-	// Two flags of the groups above, packed here: a frame is being received
-	// (inFrame); a close frame is queued after a failure (pending, under mu).
+	// a frame is being received
 	inFrame bool
-	pending bool
 	// ready, when not 0, is the header length of the frame that Receive
 	// decoded ahead: buf, all of it (r is 0), is that one frame, its header
 	// as received, its payload unmasked and, for text, validated. Next
 	// hands it out without parsing it again; unready puts the bytes back as
 	// they were received for every other use.
 	ready uint8
+}
 
-	// wholeMax is the largest payload Next's fast path may take: the smaller of
-	// the limits that are on, capped at 0xFFFF (the 16-bit length).
-	wholeMax int32
+// rxStates holds the receiving states of idle Protocols: rxStates[i], each
+// with a receive buffer of class i (ReleaseReadBuffer keeps it in the
+// state, so that a wake-up takes one thing from a pool, not two), and
+// rxStates[numBufPools] those without one.
+var rxStates [numBufPools + 1]sync.Pool
 
-	// keys is the state of the masking-key generator (maskKey).
-	keys uint64
+// idleRx is the state of every receiving side that has nothing under way
+// and no buffer: zero, never written.
+var idleRx rxState
+
+// recv makes sure the receiving side has a state of its own, taking one
+// from the pools when ReleaseReadBuffer gave it back (takeRecv). Small
+// enough to inline: every entry point of the receiving side calls it.
+func (p *Protocol) recv() {
+	if p.rxState == &idleRx {
+		p.takeRecv()
+	}
+}
+
+// takeRecv takes a receiving state from the pools: with a receive buffer of
+// bufHint bytes when one is there.
+//
+//go:noinline
+func (p *Protocol) takeRecv() {
+	if pooledSize(p.bufHint) {
+		if rs, ok := rxStates[bufClass(p.bufHint)].Get().(*rxState); ok {
+			p.rxState = rs
+			return
+		}
+	}
+	if rs, ok := rxStates[numBufPools].Get().(*rxState); ok {
+		p.rxState = rs
+		return
+	}
+	p.rxState = new(rxState)
+}
+
+// idleRecv gives the receiving side's state back to the pools, zeroed but
+// for its receive buffer when withBuf (a pooled size, nothing unprocessed
+// in it: ReleaseReadBuffer), which goes along; otherwise the buffer is
+// dropped.
+func (p *Protocol) idleRecv(withBuf bool) {
+	rs := p.rxState
+	if rs == &idleRx {
+		return
+	}
+	p.rxState = &idleRx
+	buf, bufp := rs.buf, rs.bufp
+	*rs = rxState{}
+	if withBuf {
+		if bufp == nil {
+			bufp = new([]byte) // once: the box travels with the buffer
+		}
+		rs.buf, rs.bufp = buf[:0], bufp
+		rxStates[bufClass(cap(buf))].Put(rs)
+		return
+	}
+	rxStates[numBufPools].Put(rs)
 }
 
 // NewProtocol returns a Protocol configured by cfg.
 func NewProtocol(cfg Config) *Protocol {
-	p := &Protocol{
+	p := new(Protocol)
+	p.init(cfg)
+	return p
+}
+
+// init configures a zero Protocol by cfg (a Conn's is a field of it).
+func (p *Protocol) init(cfg Config) {
+	*p = Protocol{
 		role:     cfg.Role,
 		maxFrame: cfg.MaxFrameSize,
 		maxMsg:   cfg.MaxMessageSize,
 		bufHint:  cfg.ReadBufferSize,
+		rxState:  &idleRx,
 	}
 	if p.maxFrame == 0 {
 		p.maxFrame = DefaultMaxFrameSize
@@ -228,9 +307,9 @@ func NewProtocol(cfg Config) *Protocol {
 	if cfg.Deflate != nil {
 		p.fl = newDeflateState(cfg.Role, *cfg.Deflate, cfg.Compression)
 		p.fl.zcharge.b = cfg.Budget
+		p.fl.params = cfg.Deflate
 	}
 	p.openPlain = p.fl == nil
-	return p
 }
 
 // Role returns the role the Protocol plays.
@@ -250,6 +329,9 @@ func (p *Protocol) Buffered() int { return len(p.buf) - p.r }
 func (p *Protocol) Err() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.err == nil {
+		return nil // not a nil *ProtocolError
+	}
 	return p.err
 }
 
@@ -259,14 +341,14 @@ func (p *Protocol) fail(e *ProtocolError) (Event, error) {
 	p.openPlain = false
 	p.mu.Lock()
 	if st := p.State(); st == StateOpen || st == StateCloseReceived {
-		p.pending = true
-		p.pendCode = e.Code
-		p.pendMsg = e.Reason
+		p.pend = e
 	}
 	p.st.Store(uint32(StateClosed))
 	p.err = e
 	p.mu.Unlock()
-	p.inflating = false
+	if p.inflating { // idleRx's is false, and stays so
+		p.inflating = false
+	}
 	if p.fl != nil {
 		p.fl.abortInflate()
 	}
@@ -280,11 +362,10 @@ func (p *Protocol) fail(e *ProtocolError) (Event, error) {
 // Next's failures release the message's bytes themselves. The Protocol must
 // not receive after it.
 func (p *Protocol) Release() {
-	p.inflating = false
 	if p.fl != nil {
 		p.fl.abortInflate()
 	}
-	p.buf, p.bufp, p.r, p.ready = nil, nil, 0, 0
+	p.idleRecv(false)
 }
 
 // HasPendingClose reports whether a Close frame was queued by a failure and
@@ -292,7 +373,7 @@ func (p *Protocol) Release() {
 func (p *Protocol) HasPendingClose() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.pending
+	return p.pend != nil
 }
 
 // AppendPendingClose appends the Close frame queued when Next failed the
@@ -300,11 +381,11 @@ func (p *Protocol) HasPendingClose() bool {
 // the underlying connection (RFC 6455 §7.1.7).
 func (p *Protocol) AppendPendingClose(dst []byte) []byte {
 	p.mu.Lock()
-	pending, code, msg := p.pending, p.pendCode, p.pendMsg
-	p.pending = false
+	e := p.pend
+	p.pend = nil
 	p.mu.Unlock()
-	if !pending {
+	if e == nil {
 		return dst
 	}
-	return p.appendClose(dst, code, msg)
+	return p.appendClose(dst, e.Code, e.Reason)
 }

@@ -73,6 +73,7 @@ func (p *Protocol) NextInto(ev *Event) error {
 
 // nextFast is NextInto's fast path and the way to the general path.
 func (p *Protocol) nextFast(ev *Event) error {
+	p.recv() // given back while idle: a Close or a failure is still reported
 	if n := int(p.ready); n != 0 {
 		// A frame that Receive decoded: buf is that frame, its payload ready.
 		p.ready = 0

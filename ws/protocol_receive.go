@@ -15,6 +15,7 @@ import (
 // may be reused as soon as Receive returns. Bytes received after the peer's
 // Close frame or after a failure are discarded (RFC 6455 §5.5.1).
 func (p *Protocol) Receive(data []byte) {
+	p.recv()
 	// openPlain: no permessage-deflate and neither a Close frame nor a failure
 	// received, so nothing is discarded. With every received byte processed,
 	// data (1 to cap(buf) bytes) fits from the start.
@@ -155,6 +156,7 @@ func (p *Protocol) unready() {
 // Config.ReadBufferSize and grows only when min bytes do not fit beside the
 // unprocessed ones.
 func (p *Protocol) ReadBuffer(min int) []byte {
+	p.recv()
 	if p.fl != nil {
 		p.fl.releaseOut()
 	}
@@ -194,13 +196,21 @@ func (p *Protocol) ReadBuffer(min int) []byte {
 // so that a connection waiting for input holds no receive buffer; the next
 // ReadBuffer takes one from the pool. Like ReadBuffer it ends the validity
 // of the last Event's Payload. Only a buffer of ReadBufferSize, when that
-// is a power of two from 4 KiB to 1 MiB, is given back.
+// is a power of two from 4 KiB to 1 MiB, is given back. When no frame or
+// message is under way either, the receiving side's state goes back to its
+// pool with it.
 func (p *Protocol) ReleaseReadBuffer() bool {
-	if p.r != len(p.buf) || cap(p.buf) != p.bufHint || !pooledSize(p.bufHint) {
+	if p.rxState == &idleRx || p.r != len(p.buf) || cap(p.buf) != p.bufHint || !pooledSize(p.bufHint) {
 		return false
 	}
 	if p.fl != nil {
 		p.fl.releaseOut()
+	}
+	if !p.inFrame && !p.msgOpen && !p.inflating && p.ready == 0 {
+		// Between messages: every other field is dead until the next
+		// frame's header sets it, and the buffer goes along with them.
+		p.idleRecv(true)
+		return true
 	}
 	if p.bufp == nil {
 		p.bufp = new([]byte) // once: the box travels with the buffer
@@ -214,6 +224,7 @@ func (p *Protocol) ReleaseReadBuffer() bool {
 // returned (n is at most its length), as received. Like Receive, it discards
 // them after the peer's Close frame or a failure.
 func (p *Protocol) Commit(n int) {
+	p.recv()
 	if st := p.State(); st == StateClosed || st == StateCloseReceived || n <= 0 {
 		return
 	}
@@ -248,6 +259,7 @@ var errPayloadTooLong = errors.New("ws: ReceivePayload: more bytes than PayloadW
 // Next, without the copy. After it, decoding goes on with Receive (or
 // ReadBuffer) and Next as usual.
 func (p *Protocol) ReceivePayload(b []byte) (Event, error) {
+	p.recv()
 	if p.ready != 0 {
 		p.unready() // b stands in for buf below
 	}

@@ -21,33 +21,27 @@ import (
 // writes still go through net.Conn (maxRawWrite).
 //
 // The read side is used by the reading goroutine only, the write side under
-// Conn.wmu only; the two may run at the same time. The read state (rawRead)
-// comes from a pool per read and goes back when a try finds the socket
-// empty (tryRead with idle), so a connection idle on the poll path keeps
-// none.
+// Conn.wmu only; the two may run at the same time. A rawIO is a field of its
+// Conn (no allocation of its own) and keeps only the socket: the read state
+// (rawRead) comes from a pool per read and goes back when a try finds the
+// socket empty (tryRead with hooks), and the write state (rawWriteState) is
+// taken for each write that may wait, so a connection idle on the poll path
+// keeps neither.
+//
+// Its methods take the net.Conn it serves (for large writes and the
+// addresses in errors), which its Conn holds already.
 type rawIO struct {
-	rc syscall.RawConn
-	nc net.Conn // for large writes and the addresses in errors
-
-	rd *rawRead // the read state, or nil while idle
-	// For readIdle: hooks.idleBuffer gives the read buffer back while the
-	// socket has nothing to read, hooks.refillBuffer takes one again once
-	// it has.
-	hooks bufferHooks
-
-	wbuf []byte
-	iov  []syscall.Iovec // writev's vector; iov[done:] is what is still to go
-	done int
-	// writeFn is r.writeAny, made once (a method value is an allocation):
-	// writevOnce when vec, else writeOnce.
-	writeFn func(fd uintptr) bool
-	werrno  int32 // a syscall.Errno
-	vec     bool
+	rc syscall.RawConn // nil: not a raw socket
+	rd *rawRead        // the read state, or nil while idle
 }
 
 // rawRead is the read state of a rawIO while it reads (rawIO.rd).
 type rawRead struct {
-	r      *rawIO
+	// hooks, for readIdle and tryRead while the buffer may be given back:
+	// hooks.idleBuffer gives the read buffer back while the socket has
+	// nothing to read, hooks.refillBuffer takes one again once it has. nil:
+	// the buffer is the caller's and stays.
+	hooks  bufferHooks
 	rbuf   []byte
 	rn     int
 	rerrno syscall.Errno
@@ -56,7 +50,7 @@ type rawRead struct {
 	fn     func(fd uintptr) bool
 	trying bool
 	again  bool // tryOnce found nothing to read
-	idling bool
+	idling bool // hooks may still take the buffer back
 }
 
 var rawReads = sync.Pool{New: func() any {
@@ -69,7 +63,6 @@ var rawReads = sync.Pool{New: func() any {
 func (r *rawIO) reader() *rawRead {
 	if r.rd == nil {
 		r.rd = rawReads.Get().(*rawRead)
-		r.rd.r = r
 	}
 	return r.rd
 }
@@ -90,25 +83,44 @@ func (rd *rawRead) readAny(fd uintptr) bool {
 	return rd.readOnce(fd)
 }
 
-func (r *rawIO) writeAny(fd uintptr) bool {
-	if r.vec {
-		return r.writevOnce(fd)
-	}
-	return r.writeOnce(fd)
+// rawWriteState is the state of one write that may wait (rawIO.write and
+// writeBuffers), from a pool for the length of the call.
+type rawWriteState struct {
+	wbuf []byte
+	iov  []syscall.Iovec // writev's vector; iov[done:] is what is still to go
+	done int
+	// fn is w.writeAny, made once with the rawWriteState (pooled with it):
+	// writevOnce when vec, else writeOnce.
+	fn     func(fd uintptr) bool
+	werrno syscall.Errno
+	vec    bool
 }
 
-// newRawIO returns a rawIO for nc, or nil when nc is not a plain socket.
-func newRawIO(nc net.Conn) *rawIO {
+var rawWriteStates = sync.Pool{New: func() any {
+	w := new(rawWriteState)
+	w.fn = w.writeAny
+	return w
+}}
+
+func (w *rawWriteState) writeAny(fd uintptr) bool {
+	if w.vec {
+		return w.writevOnce(fd)
+	}
+	return w.writeOnce(fd)
+}
+
+// init makes r the raw I/O of nc and reports whether nc is a plain socket
+// it can serve; otherwise r stays unused (rc nil).
+func (r *rawIO) init(nc net.Conn) bool {
 	if !rawSocket(nc) {
-		return nil
+		return false
 	}
 	rc, err := nc.(syscall.Conn).SyscallConn()
 	if err != nil {
-		return nil
+		return false
 	}
-	r := &rawIO{rc: rc, nc: nc}
-	r.writeFn = r.writeAny
-	return r
+	*r = rawIO{rc: rc}
+	return true
 }
 
 // maxIovecs is Linux's IOV_MAX: the most buffers one writev takes.
@@ -131,12 +143,12 @@ const (
 
 func (rd *rawRead) readOnce(fd uintptr) bool {
 	if rd.rbuf == nil {
-		b := rd.r.hooks.refillBuffer() // readable again after idle
+		b := rd.hooks.refillBuffer() // readable again after idle
 		rd.rbuf = b[:min(len(b), maxRawRead)]
 	}
 	n, e := rd.rawRead(fd)
 	if e == syscall.EAGAIN {
-		if rd.idling && rd.r.hooks.idleBuffer() {
+		if rd.idling && rd.hooks.idleBuffer() {
 			rd.rbuf, rd.idling = nil, false
 		}
 		return false // wait until readable
@@ -159,7 +171,7 @@ func (rd *rawRead) rawRead(fd uintptr) (int, syscall.Errno) {
 func (rd *rawRead) tryOnce(fd uintptr) bool {
 	n, e := rd.rawRead(fd)
 	if e == syscall.EAGAIN {
-		if rd.idling && rd.r.hooks.idleBuffer() {
+		if rd.idling && rd.hooks.idleBuffer() {
 			rd.rbuf = nil
 		}
 		rd.again = true
@@ -171,28 +183,28 @@ func (rd *rawRead) tryOnce(fd uintptr) bool {
 
 // tryRead is readIdle without waiting: when the socket has nothing to read
 // it returns errWouldBlock at once (having given the buffer back through
-// the idle hook when idle is true, and then the read state too). Readiness
-// is then the caller's business (Conn.tryNextMessage).
-func (r *rawIO) tryRead(b []byte, idle bool) (int, error) {
+// hooks when they are not nil, and then the read state too). Readiness is
+// then the caller's business (Conn.tryNextMessage).
+func (r *rawIO) tryRead(nc net.Conn, b []byte, hooks bufferHooks) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
 	rd := r.reader()
-	rd.rbuf, rd.rn, rd.rerrno, rd.idling, rd.again = b[:min(len(b), maxRawRead)], 0, 0, idle, false
+	rd.rbuf, rd.rn, rd.rerrno, rd.hooks, rd.idling, rd.again = b[:min(len(b), maxRawRead)], 0, 0, hooks, hooks != nil, false
 	rd.trying = true
 	err := r.rc.Read(rd.fn)
 	rd.trying = false
-	rd.rbuf, rd.idling = nil, false
+	rd.rbuf, rd.hooks, rd.idling = nil, nil, false
 	switch {
 	case err != nil:
-		return 0, r.opError("read", err)
+		return 0, opError(nc, "read", err)
 	case rd.again:
-		if idle {
+		if hooks != nil {
 			r.idleReader()
 		}
 		return 0, errWouldBlock
 	case rd.rerrno != 0:
-		return 0, r.opError("read", os.NewSyscallError("read", rd.rerrno))
+		return 0, opError(nc, "read", os.NewSyscallError("read", rd.rerrno))
 	case rd.rn == 0:
 		return 0, io.EOF
 	}
@@ -200,45 +212,45 @@ func (r *rawIO) tryRead(b []byte, idle bool) (int, error) {
 }
 
 // read is net.Conn's Read.
-func (r *rawIO) read(b []byte) (int, error) {
-	return r.readIdle(b, false)
+func (r *rawIO) read(nc net.Conn, b []byte) (int, error) {
+	return r.readIdle(nc, b, nil)
 }
 
-// readIdle is read into b, a slice of a buffer that, when idle is true, the
-// idle hook may give back if the socket has nothing to read: then the read
-// waits without a buffer and goes into the one refill returns (whose n
-// bytes the caller takes as read). So a connection waiting for its peer
-// holds no read buffer.
-func (r *rawIO) readIdle(b []byte, idle bool) (int, error) {
+// readIdle is read into b, a slice of a buffer that, when hooks is not nil,
+// hooks.idleBuffer may give back if the socket has nothing to read: then
+// the read waits without a buffer and goes into the one hooks.refillBuffer
+// returns (whose n bytes the caller takes as read). So a connection waiting
+// for its peer holds no read buffer.
+func (r *rawIO) readIdle(nc net.Conn, b []byte, hooks bufferHooks) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
 	rd := r.reader()
-	rd.rbuf, rd.rn, rd.rerrno, rd.idling = b[:min(len(b), maxRawRead)], 0, 0, idle
+	rd.rbuf, rd.rn, rd.rerrno, rd.hooks, rd.idling = b[:min(len(b), maxRawRead)], 0, 0, hooks, hooks != nil
 	err := r.rc.Read(rd.fn)
-	rd.rbuf, rd.idling = nil, false
+	rd.rbuf, rd.hooks, rd.idling = nil, nil, false
 	switch {
 	case err != nil:
-		return 0, r.opError("read", err)
+		return 0, opError(nc, "read", err)
 	case rd.rerrno != 0:
-		return 0, r.opError("read", os.NewSyscallError("read", rd.rerrno))
+		return 0, opError(nc, "read", os.NewSyscallError("read", rd.rerrno))
 	case rd.rn == 0:
 		return 0, io.EOF
 	}
 	return rd.rn, nil
 }
 
-func (r *rawIO) writeOnce(fd uintptr) bool {
-	for len(r.wbuf) > 0 {
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(r.wbuf))), uintptr(len(r.wbuf)))
+func (w *rawWriteState) writeOnce(fd uintptr) bool {
+	for len(w.wbuf) > 0 {
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(w.wbuf))), uintptr(len(w.wbuf)))
 		switch e {
 		case 0:
-			r.wbuf = r.wbuf[n:]
+			w.wbuf = w.wbuf[n:]
 		case syscall.EINTR:
 		case syscall.EAGAIN:
 			return false // wait until writable
 		default:
-			r.werrno = int32(e)
+			w.werrno = e
 			return true
 		}
 	}
@@ -246,27 +258,29 @@ func (r *rawIO) writeOnce(fd uintptr) bool {
 }
 
 // write writes all of b, as net.Conn's Write.
-func (r *rawIO) write(b []byte) error {
+func (r *rawIO) write(nc net.Conn, b []byte) error {
 	if len(b) > maxRawWrite {
-		_, err := r.nc.Write(b)
+		_, err := nc.Write(b)
 		return err
 	}
-	r.wbuf, r.werrno = b, 0
-	r.vec = false
-	err := r.rc.Write(r.writeFn)
-	r.wbuf = nil
+	w := rawWriteStates.Get().(*rawWriteState)
+	w.wbuf, w.werrno, w.vec = b, 0, false
+	err := r.rc.Write(w.fn)
+	errno := w.werrno
+	w.wbuf = nil
+	rawWriteStates.Put(w)
 	if err != nil {
-		return r.opError("write", err)
+		return opError(nc, "write", err)
 	}
-	if r.werrno != 0 {
-		return r.opError("write", os.NewSyscallError("write", syscall.Errno(r.werrno)))
+	if errno != 0 {
+		return opError(nc, "write", os.NewSyscallError("write", errno))
 	}
 	return nil
 }
 
-func (r *rawIO) writevOnce(fd uintptr) bool {
-	for r.done < len(r.iov) {
-		left := r.iov[r.done:]
+func (w *rawWriteState) writevOnce(fd uintptr) bool {
+	for w.done < len(w.iov) {
+		left := w.iov[w.done:]
 		k := min(len(left), maxIovecs)
 		n, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(unsafe.SliceData(left))), uintptr(k))
 		switch e {
@@ -276,12 +290,12 @@ func (r *rawIO) writevOnce(fd uintptr) bool {
 		case syscall.EAGAIN:
 			return false // wait until writable
 		default:
-			r.werrno = int32(e)
+			w.werrno = e
 			return true
 		}
 		// Skip what was written.
 		for n > 0 {
-			v := &r.iov[r.done]
+			v := &w.iov[w.done]
 			l := uintptr(v.Len)
 			if n < l {
 				v.Base = (*byte)(unsafe.Add(unsafe.Pointer(v.Base), n))
@@ -289,7 +303,7 @@ func (r *rawIO) writevOnce(fd uintptr) bool {
 				break
 			}
 			n -= l
-			r.done++
+			w.done++
 		}
 	}
 	return true
@@ -302,7 +316,7 @@ var bigWrites = sync.Pool{New: func() any { return new(net.Buffers) }}
 
 // writeBuffers writes every buffer of bufs, in order, with as few writev
 // calls as the kernel allows.
-func (r *rawIO) writeBuffers(bufs [][]byte) error {
+func (r *rawIO) writeBuffers(nc net.Conn, bufs [][]byte) error {
 	total := 0
 	for _, b := range bufs {
 		total += len(b)
@@ -310,12 +324,13 @@ func (r *rawIO) writeBuffers(bufs [][]byte) error {
 	if total > maxRawWrite {
 		nb := bigWrites.Get().(*net.Buffers)
 		*nb = bufs // WriteTo consumes *nb, not bufs
-		_, err := nb.WriteTo(r.nc)
+		_, err := nb.WriteTo(nc)
 		*nb = nil
 		bigWrites.Put(nb)
 		return err
 	}
-	iov := r.iov[:0]
+	w := rawWriteStates.Get().(*rawWriteState)
+	iov := w.iov[:0]
 	for _, b := range bufs {
 		if len(b) == 0 {
 			continue
@@ -324,29 +339,31 @@ func (r *rawIO) writeBuffers(bufs [][]byte) error {
 		v.SetLen(len(b))
 		iov = append(iov, v)
 	}
-	r.iov, r.done, r.werrno = iov, 0, 0
+	w.iov, w.done, w.werrno = iov, 0, 0
 	var err error
 	if len(iov) > 0 {
-		r.vec = true
-		err = r.rc.Write(r.writeFn)
+		w.vec = true
+		err = r.rc.Write(w.fn)
 	}
-	clear(r.iov) // let the buffers go
-	r.done = 0
+	errno := w.werrno
+	clear(w.iov) // let the buffers go
+	w.done = 0
+	rawWriteStates.Put(w)
 	if err != nil {
-		return r.opError("write", err)
+		return opError(nc, "write", err)
 	}
-	if r.werrno != 0 {
-		return r.opError("write", os.NewSyscallError("writev", syscall.Errno(r.werrno)))
+	if errno != 0 {
+		return opError(nc, "write", os.NewSyscallError("writev", errno))
 	}
 	return nil
 }
 
 // opError gives err the shape net.Conn's errors have.
-func (r *rawIO) opError(op string, err error) error {
+func opError(nc net.Conn, op string, err error) error {
 	var oe *net.OpError
 	if errors.As(err, &oe) {
 		oe.Op = op // RawConn says "raw-read" and "raw-write"
 		return oe
 	}
-	return &net.OpError{Op: op, Net: r.nc.LocalAddr().Network(), Source: r.nc.LocalAddr(), Addr: r.nc.RemoteAddr(), Err: err}
+	return &net.OpError{Op: op, Net: nc.LocalAddr().Network(), Source: nc.LocalAddr(), Addr: nc.RemoteAddr(), Err: err}
 }

@@ -37,15 +37,22 @@ func tcpPair(t *testing.T) (a, b net.Conn) {
 	return a, b
 }
 
+// newRawIO returns the raw I/O of nc, a plain socket.
+func newRawIO(t *testing.T, nc net.Conn) *rawIO {
+	t.Helper()
+	r := new(rawIO)
+	if !r.init(nc) {
+		t.Fatal("no raw I/O for a TCP connection")
+	}
+	return r
+}
+
 // TestRawIOStream writes batches that fill the socket buffers (raw writes
 // that hit EAGAIN and partial writev) to a slow reader, and checks every
 // byte, with raw reads on the other end.
 func TestRawIOStream(t *testing.T) {
 	a, b := tcpPair(t)
-	w, r := newRawIO(a), newRawIO(b)
-	if w == nil || r == nil {
-		t.Fatal("no raw I/O for a TCP connection")
-	}
+	w, r := newRawIO(t, a), newRawIO(t, b)
 	a.(*net.TCPConn).SetWriteBuffer(64 << 10)
 	b.(*net.TCPConn).SetReadBuffer(64 << 10)
 	const total = 2 << 20
@@ -76,9 +83,9 @@ func TestRawIOStream(t *testing.T) {
 			var err error
 			if len(bufs) == 1 || off%5 == 1 {
 				all := bytes.Join(bufs, nil)
-				err = w.write(all)
+				err = w.write(a, all)
 			} else {
-				err = w.writeBuffers(bufs)
+				err = w.writeBuffers(a, bufs)
 			}
 			if err != nil {
 				errc <- err
@@ -94,7 +101,7 @@ func TestRawIOStream(t *testing.T) {
 		if got%(256<<10) < 5000 {
 			time.Sleep(time.Millisecond) // let the writer block
 		}
-		n, err := r.read(buf[:1+got%len(buf)])
+		n, err := r.read(b, buf[:1+got%len(buf)])
 		if err != nil {
 			t.Fatalf("read after %d bytes: %v", got, err)
 		}
@@ -109,20 +116,20 @@ func TestRawIOStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Close()
-	if n, err := r.read(buf); n != 0 || err != io.EOF {
+	if n, err := r.read(b, buf); n != 0 || err != io.EOF {
 		t.Fatalf("read after the peer closed: %d, %v; want io.EOF", n, err)
 	}
 }
 
 func TestRawIOErrors(t *testing.T) {
 	a, b := tcpPair(t)
-	w, r := newRawIO(a), newRawIO(b)
+	w, r := newRawIO(t, a), newRawIO(t, b)
 	// A write deadline while the peer does not read.
 	a.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 	chunk := make([]byte, 4<<10)
 	var err error
 	for range 100000 {
-		if err = w.write(chunk); err != nil {
+		if err = w.write(a, chunk); err != nil {
 			break
 		}
 	}
@@ -132,15 +139,16 @@ func TestRawIOErrors(t *testing.T) {
 	}
 	// A read deadline.
 	b.SetReadDeadline(time.Now().Add(-time.Second))
-	if _, err := r.read(make([]byte, 10)); !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &oe) || oe.Op != "read" {
+	if _, err := r.read(b, make([]byte, 10)); !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &oe) || oe.Op != "read" {
 		t.Fatalf("read past the deadline: %v, want a read timeout", err)
 	}
 	// A closed connection.
 	b.Close()
-	if _, err := r.read(make([]byte, 10)); !errors.Is(err, net.ErrClosed) {
+	if _, err := r.read(b, make([]byte, 10)); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("read after Close: %v, want net.ErrClosed", err)
 	}
-	if newRawIO(nil) != nil {
+	var none rawIO
+	if none.init(nil) {
 		t.Fatal("raw I/O for a nil connection")
 	}
 }

@@ -47,9 +47,9 @@ func (c *Conn) NextMessage(ctx context.Context) (Opcode, []byte, error) {
 		return 0, nil, err
 	}
 	op, buf, err := c.readInto(buf, true)
-	c.msg = buf
+	c.keepMessage(buf)
 	if err != nil {
-		if len(buf) > 0 && c.readErr == nil {
+		if len(buf) > 0 && c.readError() == nil {
 			c.msgPartial = true // a timeout: the stream is intact
 		} else {
 			c.doneMessage()
@@ -64,7 +64,7 @@ func (c *Conn) NextMessage(ctx context.Context) (Opcode, []byte, error) {
 // (nonblock.NextMessage, which documents it). Between messages it gives the
 // message buffer and the receive buffer back to the pools.
 func (c *Conn) tryNextMessage() (Opcode, []byte, error) {
-	if c.rio == nil {
+	if !c.raw {
 		return 0, nil, errNoTryRead
 	}
 	c.rmu.Lock()
@@ -73,17 +73,17 @@ func (c *Conn) tryNextMessage() (Opcode, []byte, error) {
 	c.trying = true
 	op, buf, err := c.readInto(buf, true)
 	c.trying = false
-	c.msg = buf
+	c.keepMessage(buf)
 	if err == nil {
 		return op, buf, nil
 	}
-	if c.readErr == nil && (err == errWouldBlock || isTimeout(err)) {
+	if c.readError() == nil && (err == errWouldBlock || isTimeout(err)) {
 		if len(buf) > 0 {
 			c.msgPartial = true // the stream is intact: go on next time
 		} else {
 			c.doneMessage()
-			putBuf(c.msgp, c.msg) // idle: no message buffer either
-			c.msg, c.msgp = nil, nil
+			putBuf(c.msgp, c.message()) // idle: no message buffer either
+			c.msgp = nil
 		}
 		return 0, nil, err
 	}
@@ -94,7 +94,7 @@ func (c *Conn) tryNextMessage() (Opcode, []byte, error) {
 
 // canTryRead reports whether tryNextMessage works on this connection: a
 // raw socket on Linux (nonblock.Supported).
-func (c *Conn) canTryRead() bool { return c.rio != nil }
+func (c *Conn) canTryRead() bool { return c.raw }
 
 // resumeMessage returns the buffer the next message is read into: the part
 // of a message the last call left (it timed out, or would have blocked, in
@@ -103,10 +103,10 @@ func (c *Conn) canTryRead() bool { return c.rio != nil }
 func (c *Conn) resumeMessage() []byte {
 	if c.msgPartial {
 		c.msgPartial = false
-		return c.msg
+		return c.message()
 	}
 	c.doneMessage()
-	return c.msg[:0]
+	return c.message()[:0]
 }
 
 // doneMessage ends the life of the message the last read call returned: its
@@ -115,14 +115,37 @@ func (c *Conn) resumeMessage() []byte {
 func (c *Conn) doneMessage() {
 	c.mcharge.release()
 	c.dropChunks()
-	if cap(c.msg) > keepBuf {
-		putBuf(c.msgp, c.msg)
-		c.msg, c.msgp = nil, nil
+	if m := c.message(); cap(m) > keepBuf {
+		putBuf(c.msgp, m)
+		c.msgp = nil
 	}
 }
 
+// keepMessage keeps buf, what the last read call read of a message, in
+// the box of the pooled buffer behind it (c.msgp; a box of its own for a
+// message joined from pieces) until the next read call; the caller holds
+// rmu.
+func (c *Conn) keepMessage(buf []byte) {
+	if c.msgp == nil {
+		if cap(buf) == 0 {
+			return
+		}
+		c.msgp = new([]byte)
+	}
+	*c.msgp = buf
+}
+
+// message returns what keepMessage kept, nil if nothing; the caller holds
+// rmu.
+func (c *Conn) message() []byte {
+	if c.msgp == nil {
+		return nil
+	}
+	return *c.msgp
+}
+
 // readInto reads one message, appending it to buf; owned says that buf is
-// NextMessage's (c.msg, with c.msgp), which grows from the pools.
+// NextMessage's (c.message(), in c.msgp), which grows from the pools.
 func (c *Conn) readInto(buf []byte, owned bool) (Opcode, []byte, error) {
 	if err := c.finishActiveRead(); err != nil {
 		return 0, buf, err
@@ -132,11 +155,11 @@ func (c *Conn) readInto(buf []byte, owned bool) (Opcode, []byte, error) {
 		start = 0 // a message continued after a timeout counts whole
 	}
 	for {
-		if want := c.p.PayloadWanted(); want >= directReadMin && c.readErr == nil && len(c.pendingInput()) == 0 {
+		if want := c.p.PayloadWanted(); want >= directReadMin && c.readError() == nil && len(c.pendingInput()) == 0 {
 			// The rest of a large frame: read it straight into buf, so
 			// that its bytes are copied once, by the read system call.
 			if cap(buf)-len(buf) < directReadMin {
-				need := len(buf) + int(min(want, 2*int64(c.readMin)))
+				need := len(buf) + int(min(want, 2*int64(c.readMin())))
 				if owned && need > maxPooledBuf {
 					buf = c.nextChunk(buf)
 				} else {
@@ -270,7 +293,7 @@ func (c *Conn) chargeMessage(size int) bool {
 	if !c.mcharge.grow(size) {
 		return false
 	}
-	if c.closed.Load() {
+	if c.flags.has(flagClosed) {
 		c.mcharge.release()
 	}
 	return true
@@ -289,7 +312,7 @@ func (c *Conn) failMessage(err error) error {
 // NextMessage's comes from the pools and the one it replaces goes back.
 func (c *Conn) growMsg(buf []byte, need int, rest int64, owned bool) []byte {
 	bound := int64(-1)
-	if p := c.p; !p.msgCompressed && p.hdr.Fin {
+	if p := &c.p; !p.msgCompressed && p.hdr.Fin {
 		bound = int64(len(buf)) + rest // the whole message is announced
 	} else if p.maxMsg >= 0 {
 		bound = p.maxMsg + 1
@@ -339,16 +362,17 @@ func (c *Conn) Reader(ctx context.Context) (Opcode, io.Reader, error) {
 	}
 	stop(nil)
 	r := &messageReader{c: c, ctx: ctx, op: ev.Op, buf: ev.Payload, eof: ev.Fin}
-	c.activeRead = r
+	c.extra().activeRead = r
 	return ev.Op, r, nil
 }
 
 func (c *Conn) finishActiveRead() error {
-	r := c.activeRead
-	if r == nil {
+	x := c.x.Load()
+	if x == nil || x.activeRead == nil {
 		return nil
 	}
-	c.activeRead = nil
+	r := x.activeRead
+	x.activeRead = nil
 	for !r.eof {
 		var ev Event
 		err := c.nextEvent(&ev)
@@ -376,7 +400,7 @@ func (r *messageReader) Read(p []byte) (int, error) {
 		if r.eof {
 			return 0, io.EOF
 		}
-		if r.c.activeRead != r {
+		if x := r.c.x.Load(); x == nil || x.activeRead != r {
 			return 0, errors.New("ws: read from a message reader after the next message was started")
 		}
 		stop, err := r.c.watchRead(r.ctx)
@@ -399,8 +423,8 @@ func (r *messageReader) Read(p []byte) (int, error) {
 // nextEvent stores the next data event in *ev, handling control frames on
 // the way (into *ev too: Protocol.NextInto, an Event is not copied).
 func (c *Conn) nextEvent(ev *Event) error {
-	if c.readErr != nil {
-		return c.readErr
+	if err := c.readError(); err != nil {
+		return err
 	}
 	for {
 		if pending := c.pendingInput(); len(pending) > 0 {
@@ -437,7 +461,7 @@ func (c *Conn) nextEvent(ev *Event) error {
 		}
 		// EventNone: the protocol needs more bytes. Read them straight
 		// into its buffer, which it gives back while the peer is silent.
-		n, err := c.readNet(c.p.ReadBuffer(int(c.readMin)), true)
+		n, err := c.readNet(c.p.ReadBuffer(c.readMin()), true)
 		if n > 0 {
 			c.p.Commit(n)
 			continue
@@ -454,19 +478,19 @@ func (c *Conn) nextEvent(ev *Event) error {
 // is the Protocol's receive buffer (from ReadBuffer), which a raw socket
 // read gives back while it waits (Protocol.ReleaseReadBuffer).
 func (c *Conn) readNet(b []byte, idle bool) (int, error) {
-	if c.buffered.Load() {
+	if c.flags.has(flagBuffered) {
 		c.flushBuffered()
 	}
 	var n int
 	var err error
 	switch {
-	case c.rio != nil && c.trying:
-		n, err = c.rio.tryRead(b, idle)
+	case c.raw && c.trying:
+		n, err = c.rio.tryRead(c.nc, b, c.hooks(idle))
 		if err == errWouldBlock {
 			return 0, err // nothing consumed, the stream is intact
 		}
-	case c.rio != nil:
-		n, err = c.rio.readIdle(b, idle)
+	case c.raw:
+		n, err = c.rio.readIdle(c.nc, b, c.hooks(idle))
 	default:
 		n, err = c.nc.Read(b)
 	}
@@ -477,7 +501,7 @@ func (c *Conn) readNet(b []byte, idle bool) (int, error) {
 		// A timeout leaves the stream intact; nothing was consumed.
 		return 0, err
 	}
-	if c.closed.Load() {
+	if c.flags.has(flagClosed) {
 		return 0, c.setReadErr(ErrClosed)
 	}
 	if errors.Is(err, io.EOF) {
@@ -487,10 +511,10 @@ func (c *Conn) readNet(b []byte, idle bool) (int, error) {
 }
 
 func (c *Conn) setReadErr(err error) error {
-	if c.readErr == nil {
-		c.readErr = err
+	if x := c.extra(); x.readErr == nil {
+		x.readErr = err
 		c.p.Release() // nothing more is received: a partial message and the receive buffer go
-		close(c.extra().readDead)
+		close(x.readDead)
 	}
 	return err
 }

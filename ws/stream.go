@@ -102,7 +102,7 @@ func (w *messageWriter) flush(fin bool) error {
 		err = c.writeLocked(c.wbuf)
 	}
 	c.wbuf = c.wbuf[:0]
-	c.buffered.Store(false)
+	c.flags.clear(flagBuffered)
 	w.buf = w.buf[:0]
 	w.op = OpContinuation
 	if err = stop(err); err != nil {

@@ -65,8 +65,8 @@ func TestTryNextMessageIdleHoldsNothing(t *testing.T) {
 		if x := c.x.Load(); x != nil {
 			pieces = len(x.chunks)
 		}
-		if c.msg != nil || c.p.buf != nil || pieces != 0 {
-			t.Fatalf("size %d: idle connection holds a message buffer of %d, a receive buffer of %d, %d pieces", size, cap(c.msg), cap(c.p.buf), pieces)
+		if c.message() != nil || c.p.buf != nil || pieces != 0 {
+			t.Fatalf("size %d: idle connection holds a message buffer of %d, a receive buffer of %d, %d pieces", size, cap(c.message()), cap(c.p.buf), pieces)
 		}
 	}
 }

@@ -7,17 +7,17 @@ import "context"
 // socket; held, the write lock kept for finishPreparedFrames with
 // frames[n:]; n == 0 and not held, nothing written and nothing changed.
 func (c *Conn) tryWritePreparedFrames(frames []byte) (n int, held bool, err error) {
-	if c.role != RoleServer {
+	if c.p.role != RoleServer {
 		return 0, false, errPreparedClient
 	}
-	if c.rio == nil || len(frames) == 0 || !c.wmu.TryLock() {
+	if !c.raw || len(frames) == 0 || !c.wmu.TryLock() {
 		return 0, false, nil
 	}
 	if err := c.writable(); err != nil {
 		c.wmu.Unlock()
 		return 0, false, err
 	}
-	if len(c.wbuf) > 0 || c.ctrlPending.Load() || c.buffered.Load() || c.flushWanted.Load() {
+	if len(c.wbuf) > 0 || c.flags.has(flagCtrlPending) || c.flags.has(flagBuffered) || c.flags.has(flagFlushWanted) {
 		c.wmu.Unlock() // frames first: the ordinary path writes them
 		return 0, false, nil
 	}
@@ -34,18 +34,18 @@ func (c *Conn) tryWritePreparedFrames(frames []byte) (n int, held bool, err erro
 		c.wmu.Unlock()
 		return 0, false, err
 	}
-	n, err = c.rio.tryWrite(frames)
+	n, err = c.rio.tryWrite(c.nc, frames)
 	if err != nil {
-		if c.closed.Load() {
+		if c.flags.has(flagClosed) {
 			err = ErrClosed
 		}
-		c.writeErr = err // part of a frame may be out
+		c.extra().writeErr = err // part of a frame may be out
 		c.wmu.Unlock()
 		return n, false, err
 	}
 	if n == 0 {
 		c.wmu.Unlock()
-		if c.ctrlPending.Load() || c.flushWanted.Load() {
+		if c.flags.has(flagCtrlPending) || c.flags.has(flagFlushWanted) {
 			// Queued while the lock was held: the reader's tryLock failed.
 			if c.tryLockWrite() {
 				c.unlockWrite()
@@ -53,11 +53,11 @@ func (c *Conn) tryWritePreparedFrames(frames []byte) (n int, held bool, err erro
 		}
 		return 0, false, nil
 	}
-	if n < len(frames) || c.ctrlPending.Load() || c.flushWanted.Load() {
+	if n < len(frames) || c.flags.has(flagCtrlPending) || c.flags.has(flagFlushWanted) {
 		return n, true, nil
 	}
 	c.wmu.Unlock()
-	if c.ctrlPending.Load() || c.flushWanted.Load() {
+	if c.flags.has(flagCtrlPending) || c.flags.has(flagFlushWanted) {
 		// Queued between the check and the unlock: as unlockWrite does.
 		if c.tryLockWrite() {
 			c.unlockWrite()
@@ -75,19 +75,19 @@ func (c *Conn) finishPreparedFrames(ctx context.Context, rest []byte) error {
 	defer c.unlockWrite()
 	stop, err := c.watchWrite(ctx)
 	if err != nil {
-		c.writeErr = err // the stream may be cut part way through a frame
+		c.extra().writeErr = err // the stream may be cut part way through a frame
 		return err
 	}
 	if err := c.writable(); err != nil {
 		return stop(err)
 	}
 	if len(rest) > 0 {
-		err = c.rio.finish(rest) // held: tryWritePreparedFrames had rio
+		err = c.rio.finish(c.nc, rest) // held: tryWritePreparedFrames had rio
 		if err != nil {
-			if c.closed.Load() {
+			if c.flags.has(flagClosed) {
 				err = ErrClosed
 			}
-			c.writeErr = err
+			c.extra().writeErr = err
 		}
 	}
 	return stop(err)

@@ -3,6 +3,7 @@
 package ws
 
 import (
+	"net"
 	"os"
 	"syscall"
 	"unsafe"
@@ -19,24 +20,24 @@ import (
 // it would let the runtime hand the goroutine's P to another thread
 // whenever other goroutines wait (a thread switch each way, the bulk of a
 // fan-out writer's overhead).
-func (r *rawIO) tryWrite(b []byte) (int, error) {
+func (r *rawIO) tryWrite(nc net.Conn, b []byte) (int, error) {
 	written := 0
 	var werr syscall.Errno
 	err := r.rc.Control(func(fd uintptr) {
 		written, werr = rawWrite(fd, b)
 	})
 	if err != nil {
-		return written, r.opError("write", err)
+		return written, opError(nc, "write", err)
 	}
 	if werr != 0 && werr != syscall.EAGAIN {
-		return written, r.opError("write", os.NewSyscallError("write", werr))
+		return written, opError(nc, "write", os.NewSyscallError("write", werr))
 	}
 	return written, nil
 }
 
 // finish writes all of b, waiting in the runtime's poller while the socket
 // is full (the write deadline applies), with raw calls as tryWrite.
-func (r *rawIO) finish(b []byte) error {
+func (r *rawIO) finish(nc net.Conn, b []byte) error {
 	var werr syscall.Errno
 	err := r.rc.Write(func(fd uintptr) bool {
 		n, e := rawWrite(fd, b)
@@ -48,10 +49,10 @@ func (r *rawIO) finish(b []byte) error {
 		return true
 	})
 	if err != nil {
-		return r.opError("write", err)
+		return opError(nc, "write", err)
 	}
 	if werr != 0 {
-		return r.opError("write", os.NewSyscallError("write", werr))
+		return opError(nc, "write", os.NewSyscallError("write", werr))
 	}
 	return nil
 }

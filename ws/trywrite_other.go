@@ -2,5 +2,7 @@
 
 package ws
 
-func (*rawIO) tryWrite([]byte) (int, error) { panic("ws: no raw I/O on this platform") }
-func (*rawIO) finish([]byte) error          { panic("ws: no raw I/O on this platform") }
+import "net"
+
+func (*rawIO) tryWrite(net.Conn, []byte) (int, error) { panic("ws: no raw I/O on this platform") }
+func (*rawIO) finish(net.Conn, []byte) error          { panic("ws: no raw I/O on this platform") }

@@ -57,7 +57,7 @@ func (c *Conn) BufferMessage(op Opcode, p []byte) error {
 
 // Flush writes the frames buffered by BufferMessage, if any.
 func (c *Conn) Flush(ctx context.Context) error {
-	if !c.buffered.Load() {
+	if !c.flags.has(flagBuffered) {
 		return nil
 	}
 	stop, err := c.watchWrite(ctx)
@@ -108,7 +108,7 @@ func (c *Conn) writeMessageLocked(op Opcode, p []byte, buffer bool) error {
 		return err
 	}
 	if buffer && !staged && len(c.wbuf) < int(c.wbufSize) {
-		c.buffered.Store(true)
+		c.flags.set(flagBuffered)
 		return nil
 	}
 	if staged {
@@ -117,7 +117,7 @@ func (c *Conn) writeMessageLocked(op Opcode, p []byte, buffer bool) error {
 		err = c.writeLocked(c.wbuf)
 	}
 	c.wbuf = c.wbuf[:0]
-	c.buffered.Store(false)
+	c.flags.clear(flagBuffered)
 	return err
 }
 
@@ -126,7 +126,7 @@ func (c *Conn) writeMessageLocked(op Opcode, p []byte, buffer bool) error {
 // dropped.
 func (c *Conn) flushLocked() error {
 	c.wbuf = c.flushCtrl(c.wbuf)
-	c.buffered.Store(false)
+	c.flags.clear(flagBuffered)
 	if len(c.wbuf) == 0 {
 		return nil
 	}
@@ -142,7 +142,7 @@ func (c *Conn) flushLocked() error {
 // reader waits: now if the write lock is free, else by its holder when it
 // lets the lock go (unlockWrite).
 func (c *Conn) flushBuffered() {
-	c.flushWanted.Store(true)
+	c.flags.set(flagFlushWanted)
 	if c.tryLockWrite() {
 		c.unlockWrite()
 	}
@@ -163,7 +163,7 @@ func (c *Conn) WritePrepared(ctx context.Context, m *PreparedMessage) error {
 // path of a broadcast: no copy and no allocation per message. ctx is used as
 // in WritePrepared.
 func (c *Conn) WritePreparedBatch(ctx context.Context, ms []*PreparedMessage) error {
-	if c.role != RoleServer {
+	if c.p.role != RoleServer {
 		for _, m := range ms {
 			if err := c.WriteMessage(ctx, m.Op(), m.Payload()); err != nil {
 				return err
@@ -187,12 +187,13 @@ func (c *Conn) writePreparedLocked(ms []*PreparedMessage) error {
 		return err
 	}
 	c.wbuf = c.flushCtrl(c.wbuf) // buffered frames and pongs first
-	c.buffered.Store(false)
+	c.flags.clear(flagBuffered)
 	// While everything is one buffer (one message, or frames back to back) it
 	// is written as one, and a connection that only ever wrote that keeps no
 	// vector.
 	one := c.wbuf
-	bufs := c.bufs[:0]
+	var bufs net.Buffers
+	var vec *net.Buffers // bufs's box in vectors, once there are two buffers
 	c.pmu.Lock()
 	contextual := c.p.fl != nil && c.p.fl.contextual()
 	for _, m := range ms {
@@ -208,7 +209,7 @@ func (c *Conn) writePreparedLocked(ms []*PreparedMessage) error {
 		}
 		if err != nil {
 			c.pmu.Unlock()
-			clear(bufs)
+			putVector(vec, bufs)
 			c.flushLocked() // what was buffered still goes out
 			return err
 		}
@@ -220,7 +221,8 @@ func (c *Conn) writePreparedLocked(ms []*PreparedMessage) error {
 		case k < 0 && adjacent(one, f):
 			one = one[:len(one)+len(f)]
 		case k < 0:
-			bufs = append(bufs, one, f)
+			vec = vectors.Get().(*net.Buffers)
+			bufs = append((*vec)[:0], one, f)
 		case adjacent(bufs[k], f):
 			bufs[k] = bufs[k][:len(bufs[k])+len(f)]
 		default:
@@ -236,7 +238,6 @@ func (c *Conn) writePreparedLocked(ms []*PreparedMessage) error {
 		c.wbuf = c.wbuf[:0]
 		return err
 	}
-	c.bufs = bufs
 	if _, ok := c.nc.(*tls.Conn); ok {
 		// TLS seals each Write in its own records: one buffer is cheaper.
 		b := c.wbuf[:0]
@@ -244,16 +245,16 @@ func (c *Conn) writePreparedLocked(ms []*PreparedMessage) error {
 			b = append(b, f...)
 		}
 		c.wbuf = b
-		clear(c.bufs)
+		putVector(vec, bufs)
 		err := c.writeLocked(b)
 		c.wbuf = c.wbuf[:0]
 		return err
 	}
 	err := c.writeBuffers(bufs)
-	clear(c.bufs) // let the frames go
+	putVector(vec, bufs) // let the frames go
 	c.wbuf = c.wbuf[:0]
 	if err != nil {
-		c.writeErr = err
+		c.extra().writeErr = err
 	}
 	return err
 }
@@ -272,7 +273,7 @@ func adjacent(a, b []byte) bool {
 // compressed. The bytes are neither modified nor retained. ctx is used as
 // in WritePrepared.
 func (c *Conn) WritePreparedFrames(ctx context.Context, frames []byte) error {
-	if c.role != RoleServer {
+	if c.p.role != RoleServer {
 		return errPreparedClient
 	}
 	stop, err := c.watchWrite(ctx)
@@ -290,7 +291,7 @@ func (c *Conn) writeFramesLocked(frames []byte) error {
 		return err
 	}
 	c.wbuf = c.flushCtrl(c.wbuf) // buffered frames and pongs first
-	c.buffered.Store(false)
+	c.flags.clear(flagBuffered)
 	c.pmu.Lock()
 	err := c.p.canSendData()
 	if err == nil && c.p.outOpen {
@@ -322,8 +323,8 @@ func (c *Conn) writeFramesLocked(frames []byte) error {
 
 // writeBuffers writes bufs with writev; the caller holds wmu.
 func (c *Conn) writeBuffers(bufs net.Buffers) error {
-	if c.rio != nil {
-		return c.rio.writeBuffers(bufs)
+	if c.raw {
+		return c.rio.writeBuffers(c.nc, bufs)
 	}
 	// WriteTo consumes its receiver: give it a field (a local whose
 	// address is taken would be allocated on every call).
@@ -357,7 +358,7 @@ func (c *Conn) Ping(ctx context.Context, payload []byte) error {
 		c.pmu.Unlock()
 		err = c.writeLocked(c.wbuf)
 		c.wbuf = c.wbuf[:0]
-		c.buffered.Store(false)
+		c.flags.clear(flagBuffered)
 	}
 	c.unlockWrite()
 	if err = stop(err); err != nil {
@@ -381,17 +382,41 @@ func (c *Conn) Ping(ctx context.Context, payload []byte) error {
 // next frame or when it releases the lock (unlockWrite).
 func (c *Conn) queuePong(payload []byte) {
 	c.ctrlMu.Lock()
+	if c.ctrlQueued == nil {
+		c.ctrlQueued = ctrlBufs.Get().(*[]byte)
+	}
 	c.pmu.Lock()
 	// Only the latest pong matters (RFC 6455 §5.5.3 allows answering only
 	// the most recent ping).
-	c.ctrlQueued = c.p.AppendPong(c.ctrlQueued[:0], payload)
+	*c.ctrlQueued = c.p.AppendPong((*c.ctrlQueued)[:0], payload)
 	c.pmu.Unlock()
-	c.ctrlPending.Store(true)
+	c.flags.set(flagCtrlPending)
 	c.ctrlMu.Unlock()
 	if c.tryLockWrite() {
 		c.unlockWrite()
 	}
 }
+
+// vectors holds the vectors of buffers that one writev writes, so that a
+// connection holds one only while it writes.
+var vectors = sync.Pool{New: func() any { return new(net.Buffers) }}
+
+// putVector gives vec back to vectors with bufs, the vector taken from it
+// and grown, emptied (the frames go); a nil vec is none.
+func putVector(vec *net.Buffers, bufs net.Buffers) {
+	if vec != nil {
+		clear(bufs)
+		*vec = bufs[:0]
+		vectors.Put(vec)
+	}
+}
+
+// ctrlBufs holds the buffers of queued pongs (Conn.ctrlQueued), so that a
+// connection holds one only while a pong waits for the write lock.
+var ctrlBufs = sync.Pool{New: func() any {
+	b := make([]byte, 0, 2+4+MaxControlPayload) // header, mask key (a client's), payload
+	return &b
+}}
 
 // writeBufPool holds encode buffers, so that a connection holds one only
 // while it writes: idle connections cost no write buffer.
@@ -447,15 +472,15 @@ func (c *Conn) releaseWbuf() {
 // lock just before the writer let it go.
 func (c *Conn) unlockWrite() {
 	for {
-		if c.ctrlPending.Load() || c.flushWanted.Load() {
-			c.flushWanted.Store(false)
+		if c.flags.has(flagCtrlPending) || c.flags.has(flagFlushWanted) {
+			c.flags.clear(flagFlushWanted)
 			// On a connection that can no longer write, flushing just
 			// drops the frames.
 			c.flushLocked()
 		}
 		c.releaseWbuf()
 		c.wmu.Unlock()
-		if (!c.ctrlPending.Load() && !c.flushWanted.Load()) || !c.tryLockWrite() {
+		if (!c.flags.has(flagCtrlPending) && !c.flags.has(flagFlushWanted)) || !c.tryLockWrite() {
 			return
 		}
 	}
@@ -466,24 +491,26 @@ func (c *Conn) unlockWrite() {
 // queued just after the check sets ctrlPending, which unlockWrite looks at
 // before and after it lets the write lock go.
 func (c *Conn) flushCtrl(dst []byte) []byte {
-	if !c.ctrlPending.Load() {
+	if !c.flags.has(flagCtrlPending) {
 		return dst
 	}
 	c.ctrlMu.Lock()
-	if len(c.ctrlQueued) > 0 {
-		dst = append(dst, c.ctrlQueued...)
-		c.ctrlQueued = c.ctrlQueued[:0]
+	if q := c.ctrlQueued; q != nil {
+		dst = append(dst, *q...)
+		*q = (*q)[:0]
+		ctrlBufs.Put(q)
+		c.ctrlQueued = nil
 	}
-	c.ctrlPending.Store(false)
+	c.flags.clear(flagCtrlPending)
 	c.ctrlMu.Unlock()
 	return dst
 }
 
 func (c *Conn) writable() error {
-	if c.writeErr != nil {
-		return c.writeErr
+	if err := c.writeError(); err != nil {
+		return err
 	}
-	if c.closeSent.Load() {
+	if c.flags.has(flagCloseSent) {
 		return ErrClosed
 	}
 	return nil
@@ -493,16 +520,16 @@ func (c *Conn) writable() error {
 // write is sticky: part of a frame may have gone out.
 func (c *Conn) writeLocked(b []byte) error {
 	var err error
-	if c.rio != nil {
-		err = c.rio.write(b)
+	if c.raw {
+		err = c.rio.write(c.nc, b)
 	} else {
 		_, err = c.nc.Write(b)
 	}
 	if err != nil {
-		if c.closed.Load() {
+		if c.flags.has(flagClosed) {
 			err = ErrClosed
 		}
-		c.writeErr = err
+		c.extra().writeErr = err
 	}
 	return err
 }
@@ -525,14 +552,15 @@ func (c *Conn) writeStaged(p []byte) error {
 
 // writeVectored writes a and then b with one writev; the caller holds wmu.
 func (c *Conn) writeVectored(a, b []byte) error {
-	c.bufs = append(c.bufs[:0], a, b)
-	err := c.writeBuffers(c.bufs)
-	clear(c.bufs)
+	vec := vectors.Get().(*net.Buffers)
+	bufs := append((*vec)[:0], a, b)
+	err := c.writeBuffers(bufs)
+	putVector(vec, bufs)
 	if err != nil {
-		if c.closed.Load() {
+		if c.flags.has(flagClosed) {
 			err = ErrClosed
 		}
-		c.writeErr = err
+		c.extra().writeErr = err
 	}
 	return err
 }

@@ -46,7 +46,7 @@ import (
 type fdConn struct {
 	ref   atomic.Uint64 // fdClosed | uses, the open conn being one use
 	fd    int32
-	token uint32 // the key in the poller (poller.conns)
+	token uint32 // its token in the poller: set once, by poller.add under the poller's mu
 	rs    readState
 
 	// Under mu: whether the reader is armed in epoll (one-shot, so nothing
@@ -133,7 +133,7 @@ func newFDConn(tc *net.TCPConn) *fdConn {
 	}
 	fc := &fdConn{fd: int32(nfd)}
 	fc.ref.Store(1)
-	fc.token = p.add(fc)
+	p.add(fc)
 	// Nothing armed: EPOLLHUP and EPOLLERR would be reported anyway, once.
 	ev := syscall.EpollEvent{Events: syscall.EPOLLONESHOT, Fd: int32(fc.token)}
 	err = syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_ADD, nfd, &ev)
@@ -233,6 +233,9 @@ func (fc *fdConn) arm() error {
 }
 
 func (fc *fdConn) state() *readState { return &fc.rs }
+
+func (fc *fdConn) tokenIs() uint32   { return fc.token }
+func (fc *fdConn) setToken(t uint32) { fc.token = t }
 
 // unregister does nothing: Close lets the token go (pollee).
 func (fc *fdConn) unregister() {}

@@ -120,4 +120,8 @@ type pollee interface {
 	// socket is closed.
 	arm() error
 	unregister()
+	// tokenIs and setToken read and set its token (poller.add), under the
+	// poller's mu.
+	tokenIs() uint32
+	setToken(t uint32)
 }

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"runtime"
@@ -292,9 +291,10 @@ func TestClosedEndsTheReaderOnce(t *testing.T) {
 }
 
 // TestClosedSocketsTokenGoesToNoOneElse: once a socket whose reader armed
-// is closed, its token (and, likely, its descriptor number) may go to a new
-// socket, and the new socket's events run the new reader only, never the
-// old one.
+// is closed, its token's slot (and, likely, its descriptor number) may go to
+// a new socket, and the new socket's events run the new reader only, never
+// the old one; nor does an event the socket of the round before left
+// behind (its slot is the same) run either.
 func TestClosedSocketsTokenGoesToNoOneElse(t *testing.T) {
 	ln := listen(t)
 	for _, kind := range kinds {
@@ -304,19 +304,24 @@ func TestClosedSocketsTokenGoesToNoOneElse(t *testing.T) {
 				old := register(t, sock, nil)
 				testwait.Until(t, "the reader to arm", 10*time.Second, func() bool { return old.reg.p.state().Load() == readArmed })
 				sock.Close()
-				if !old.reg.Closed() {
-					t.Fatal("Closed did not report the armed reader")
+				// Closed reports the armed reader, unless the Arm that made
+				// it armed was still under way and found the socket closed:
+				// then the reader ends itself (Arm reports false).
+				if old.reg.Closed() {
+					old.end()
 				}
-				old.end()
-				p := thePoller
-				p.mu.Lock()
-				p.next-- // the next token handed out is the old one's
-				p.mu.Unlock()
-				// (The new socket takes it: no other test runs meanwhile.)
+				select {
+				case <-old.ended:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the reader of the closed socket was never ended")
+				}
+				// The next token handed out is in the old one's slot, the last
+				// let go: the new socket takes it (no other test runs
+				// meanwhile), in the slot's next generation.
 				nsock, npeer := socketPair(t, ln, kind.handOver)
 				r := register(t, nsock, nil)
-				if tokenOf(r.reg) != tokenOf(old.reg) {
-					t.Fatalf("the new socket has token %d, not the old one's %d", tokenOf(r.reg), tokenOf(old.reg))
+				if nt, ot := tokenOf(r.reg), tokenOf(old.reg); nt&tokenSlotMask != ot&tokenSlotMask || nt == ot {
+					t.Fatalf("the new socket has token %#x, want the old one's slot in another generation (%#x)", nt, ot)
 				}
 				npeer.Write([]byte("new"))
 				npeer.Close()
@@ -342,45 +347,51 @@ func tokenOf(r Registration) uint32 {
 }
 
 // TestTokens: a token is never 0 (the write epoll's) and never one still
-// held, also when the count wraps; one let go may be handed out again, and
-// then its old owner's forget leaves the new owner in place.
+// held; the slot of one let go is handed out again, in its next
+// generation, so that the old token names nobody, and the old owner's late
+// forget leaves the new owner in place.
 func TestTokens(t *testing.T) {
-	p, err := getPoller()
-	if err != nil {
-		t.Fatal(err)
+	p := &poller{slots: make([]pollee, 1)} // its token table only: what add, forget and lookup use
+	xs := make([]*kept, 100)
+	held := map[uint32]bool{}
+	for i := range xs {
+		xs[i] = new(kept)
+		p.add(xs[i])
+		if tok := xs[i].token; tok == 0 || held[tok] {
+			t.Fatalf("token %#x handed out (0, or still held)", tok)
+		}
+		held[xs[i].token] = true
 	}
-	x1, x2, x3 := new(kept), new(kept), new(kept)
-	p.mu.Lock()
-	p.next = math.MaxUint32 - 1
-	p.mu.Unlock()
-	t1 := p.add(x1) // MaxUint32
-	t2 := p.add(x2) // wraps: not 0
-	defer p.forget(t2, x2)
-	if t1 != math.MaxUint32 || t2 == 0 {
-		t.Fatalf("tokens %d, %d around the wrap", t1, t2)
+	for _, x := range xs[:50] {
+		p.forget(x.token, x)
 	}
-	p.mu.Lock()
-	p.next = t1 - 1
-	p.mu.Unlock()
-	if t3 := p.add(x3); t3 == t1 {
-		t.Fatalf("token %d handed out while still held", t3)
-	} else {
-		p.forget(t3, x3)
+	old := xs[49].token
+	x1, x2 := new(kept), new(kept)
+	p.add(x1)
+	if t1 := x1.token; t1&tokenSlotMask != old&tokenSlotMask || t1 == old || t1 == 0 {
+		t.Fatalf("token %#x, want the slot of %#x, the last one let go, in its next generation", t1, old)
 	}
-	p.forget(t1, x1)
+	p.forget(old, xs[49]) // the old owner, late
 	p.mu.Lock()
-	p.next = t1 - 1
+	got, stale := p.lookup(x1.token), p.lookup(old)
 	p.mu.Unlock()
-	if t3 := p.add(x3); t3 != t1 {
-		t.Fatalf("token %d, want %d once let go", t3, t1)
-	}
-	p.forget(t1, x1) // the old owner, late
-	p.mu.Lock()
-	got := p.conns[t1]
-	p.mu.Unlock()
-	p.forget(t1, x3)
-	if got != pollee(x3) {
+	if got != pollee(x1) {
 		t.Fatal("the old owner's forget took the token from its new owner")
+	}
+	if stale != nil {
+		t.Fatal("the old token still names the slot's new owner: an event left by the old socket would wake it")
+	}
+	p.add(x2)
+	if t2 := x2.token; t2 == 0 || t2&tokenSlotMask == x1.token&tokenSlotMask || !held[t2&tokenSlotMask] {
+		t.Fatalf("token %#x after %#x: want the slot of another one let go", t2, x1.token)
+	}
+	// A slot's generations wrap within the token, never to 0.
+	y := &kept{}
+	p.forget(x2.token, x2)
+	p.free[len(p.free)-1] |= ^uint32(tokenSlotMask) // as if at its last generation
+	p.add(y)
+	if y.token == 0 || y.token&tokenSlotMask != x2.token&tokenSlotMask || y.token>>tokenSlotBits != 0 {
+		t.Fatalf("token %#x after the last generation of slot %#x", y.token, x2.token&tokenSlotMask)
 	}
 }
 
