@@ -9,12 +9,16 @@
 # `ovbus serve` afresh and alone (configuration isolated from the user's, as
 # bench/run.sh --idle does), opens the levels' idle connections to it with the
 # independent client (bench/peers/cmd/client idle: handshake and greeting,
-# then nothing) and records the server's RSS per connection, then stops it.
+# then nothing) and records the server's RSS per connection, with where it
+# went (resident anonymous and file-backed pages, and the Go runtime's memory
+# classes from the bus's /metrics on port P+1: heap objects, free heap,
+# stacks, the runtime's metadata), then stops it.
 # Writes FILE (default bench/results/idle-DATE-SHORTCOMMIT.txt of HEAD): the
 # command, the date, the commits, the Go version, the load average before and
 # after each run, every run's lines as the client printed them, and per
 # commit and level the median of the rounds (RSS per connection over all
-# connections, and over those added since the previous level).
+# connections, and over those added since the previous level; then each part
+# of where it went).
 # The peers' figures come from bench/run.sh --idle.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -91,7 +95,7 @@ for r in $(seq 1 "$rounds"); do
 		# The user's mycroft.conf must not change the bus under test.
 		env XDG_CONFIG_HOME="$work/xdg/config" XDG_STATE_HOME="$work/xdg/state" XDG_DATA_HOME="$work/xdg/data" \
 			XDG_CACHE_HOME="$work/xdg/cache" XDG_CONFIG_DIRS="$work/xdg/config" MYCROFT_SYSTEM_CONFIG="$work/xdg/none.conf" \
-			OVOS_BUS_HOST=127.0.0.1 OVOS_BUS_PORT="$port" \
+			OVOS_BUS_HOST=127.0.0.1 OVOS_BUS_PORT="$port" OVOS_BUS_METRICS_ADDRESS="127.0.0.1:$((port + 1))" \
 			"$work/ovbus-$c" serve --log-file "" </dev/null >"$work/serve.log" 2>&1 &
 		pid=$!
 		wait_port
@@ -99,7 +103,8 @@ for r in $(seq 1 "$rounds"); do
 		log "round $r, $c (load $load)"
 		echo "" >>"$out"
 		echo "round $r, $c, load before $load:" >>"$out"
-		"$work/client" idle -n "$levels" "$c=ws://127.0.0.1:$port/core@$pid" | tee -a "$out" >&2
+		"$work/client" idle -n "$levels" -metrics "http://127.0.0.1:$((port + 1))/metrics" "$c=ws://127.0.0.1:$port/core@$pid" |
+			tee -a "$out" >&2
 		kill "$pid"
 		wait "$pid" 2>/dev/null || true
 		pid=""
@@ -113,6 +118,23 @@ awk '$1 != "target" && NF == 9 && $6 == "B" { k = $1 " " $2; all[k] = all[k] " "
 	function median(s,   a, m, i, j, t) { m = split(s, a, " "); for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
 		return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2 }
 	END { for (i = 1; i <= n; i++) printf "  %-16s %6s conns  %6.0f B  %6.0f B\n", substr(order[i], 1, index(order[i], " ") - 1), substr(order[i], index(order[i], " ") + 1), median(all[order[i]]), median(add[order[i]]) }' "$out" >>"$out.tmp"
+echo "" >>"$out.tmp"
+echo "median of the rounds, where it went (per connection over all connections):" >>"$out.tmp"
+awk '/^[^ ]/ && NF == 9 && $6 == "B" { k = $1 "  " $2 " conns"; next }
+	/^  [^:]+ per connection: / && k != "" {
+		line = $0; sub(/^  /, "", line); head = substr(line, 1, index(line, ":") - 1); line = substr(line, index(line, ":") + 2)
+		m = split(line, items, ", ")
+		for (i = 1; i <= m; i++) {
+			w = split(items[i], f, " "); name = substr(items[i], 1, length(items[i]) - length(f[w - 1]) - length(f[w]) - 2)
+			key = k SUBSEP head SUBSEP name; vals[key] = vals[key] " " f[w - 1]
+			if (!(key in seen)) { seen[key] = 1; order[++n] = key }
+		}
+	}
+	function median(s,   a, m, i, j, t) { m = split(s, a, " "); for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+		return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2 }
+	END { for (i = 1; i <= n; i++) { split(order[i], p, SUBSEP); g = p[1] ", " p[2]
+		if (g != last) { printf "%s  %s:", (last == "" ? "" : "\n"), g; last = g; sep = "" }
+		printf "%s %s %.0f B", sep, p[3], median(vals[order[i]]); sep = "," } if (n) print "" }' "$out" >>"$out.tmp"
 cat "$out.tmp" >>"$out"
 rm -f "$out.tmp"
 tail -n +$(($(grep -n '^median of the rounds' "$out" | cut -d: -f1))) "$out"

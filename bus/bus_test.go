@@ -452,6 +452,9 @@ func TestMetricsEndpoint(t *testing.T) {
 		"ovbus_relay_latency_seconds_bucket",
 		`ovbus_rejected_total{reason="malformed_carrier"} 1`,
 		`ovbus_closes_total{reason="slow_consumer"} 0`,
+		"go_gc_heap_live_bytes ",
+		"go_memory_classes_heap_objects_bytes ",
+		"go_memory_classes_metadata_other_bytes ",
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %q", want)

@@ -88,9 +88,12 @@ func newMetrics(s *Server) *metrics {
 			Help: "Times the bus returned freed memory to the OS after a burst of large messages drained max_inflight_bytes or a burst of handshakes ended (rate-limited: at most 2 % of the time)."}, func() float64 { return float64(s.mem.count.Load()) }),
 		// The default Go metrics, plus go_gc_heap_live_bytes: the heap the
 		// last collection found live, which is what the bus's memory
-		// bounds are about (heap_alloc counts garbage not yet collected).
+		// bounds are about (heap_alloc counts garbage not yet collected);
+		// and go_memory_classes_*: what the runtime has mapped, by use
+		// (objects, free heap, stacks, its own metadata), which says where
+		// a process's RSS beyond the live heap went.
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
-			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/(gc/heap/live|memory/classes/.*):bytes$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m

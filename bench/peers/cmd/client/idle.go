@@ -19,6 +19,7 @@ func idleMain(args []string) error {
 	settle := fs.Duration("settle", 5*time.Second, "wait before each RSS reading")
 	noGreeting := fs.Bool("no-greeting", false, "do not wait for a greeting (echo servers)")
 	concurrency := fs.Int("concurrency", 32, "connections being opened at once")
+	metrics := fs.String("metrics", "", "the server's Prometheus /metrics `URL` (one target only): also print the Go runtime's memory classes per connection")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: client idle [flags] NAME=URL[@PID] ...")
 		fs.PrintDefaults()
@@ -27,6 +28,9 @@ func idleMain(args []string) error {
 	targets, err := parseTargets(fs)
 	if err != nil {
 		return err
+	}
+	if *metrics != "" && len(targets) != 1 {
+		return errors.New("-metrics: name exactly one target")
 	}
 	var ns []int
 	for _, f := range strings.Split(*levels, ",") {
@@ -49,7 +53,7 @@ func idleMain(args []string) error {
 		if t.pid <= 0 {
 			return fmt.Errorf("%s: no server pid (give NAME=URL@PID)", t.name)
 		}
-		if err := idleRun(t, ns, *settle, !*noGreeting, *concurrency); err != nil {
+		if err := idleRun(t, ns, *settle, !*noGreeting, *concurrency, *metrics); err != nil {
 			return fmt.Errorf("%s: %w", t.name, err)
 		}
 	}
@@ -59,10 +63,16 @@ func idleMain(args []string) error {
 // idleRun opens the connections of every level in turn and prints the RSS
 // per connection at each level: over all connections, and over those added
 // since the previous level (which leaves out a step the first ones cause,
-// such as a runtime growing its heap). It closes them all at the end.
-func idleRun(t target, levels []int, settle time.Duration, greeting bool, concurrency int) error {
+// such as a runtime growing its heap), then where it went since before the
+// first connection (memBreakdown; the Go classes from metricsURL if not
+// empty). It closes them all at the end.
+func idleRun(t target, levels []int, settle time.Duration, greeting bool, concurrency int, metricsURL string) error {
 	time.Sleep(settle)
 	before, err := rss(t.pid)
+	if err != nil {
+		return err
+	}
+	memBefore, err := readMemory(t.pid, metricsURL)
 	if err != nil {
 		return err
 	}
@@ -85,8 +95,13 @@ func idleRun(t target, levels []int, settle time.Duration, greeting bool, concur
 		if err != nil {
 			return err
 		}
+		memAfter, err := readMemory(t.pid, metricsURL)
+		if err != nil {
+			return err
+		}
 		fmt.Printf("%-10s  %7d  %14d  %14d  %9.0f B  %13.0f B  %d\n", t.name, n, before, after,
 			float64(after-before)/float64(n), float64(after-prev)/float64(n-prevN), countOpen(conns))
+		fmt.Println(memBreakdown(memBefore, memAfter, n))
 		prev, prevN = after, n
 	}
 	return nil

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"net/url"
@@ -93,19 +92,15 @@ func selfCPU() time.Duration {
 
 // rss returns the resident set of pid in bytes (VmRSS of /proc/PID/status).
 func rss(pid int) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	m, err := readMemory(pid, "")
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10, err
-		}
+	r, ok := m.kinds["VmRSS"]
+	if !ok {
+		return 0, fmt.Errorf("pid %d: no VmRSS", pid)
 	}
-	return 0, fmt.Errorf("pid %d: no VmRSS", pid)
+	return r, nil
 }
 
 // raiseFileLimit sets RLIMIT_NOFILE's soft limit to its hard limit and
