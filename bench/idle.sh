@@ -137,5 +137,5 @@ awk '/^[^ ]/ && NF == 9 && $6 == "B" { k = $1 "  " $2 " conns"; next }
 		printf "%s %s %.0f B", sep, p[3], median(vals[order[i]]); sep = "," } if (n) print "" }' "$out" >>"$out.tmp"
 cat "$out.tmp" >>"$out"
 rm -f "$out.tmp"
-tail -n +$(($(grep -n '^median of the rounds' "$out" | cut -d: -f1))) "$out"
+tail -n +$(($(grep -m1 -n '^median of the rounds' "$out" | cut -d: -f1))) "$out"
 log "wrote $out"
