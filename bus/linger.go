@@ -23,9 +23,10 @@ import "time"
 // armed: frames that arrive meanwhile wake nobody, and the next read takes
 // them together. It lingers again while a sleep brings frames, and arms
 // the socket after one that brought none. A lone frame, or frames further
-// apart than that, are relayed and written at once as before; a frame of
-// a stream waits streamLinger at most (plus the kernel's timer slack, 50
-// µs by default).
+// apart than that, are relayed and written at once as before; a frame
+// that arrives while a reader lingers waits streamLinger at most (plus the
+// kernel's timer slack, 50 µs by default), and so, on a single P, do other
+// clients' readers (sleepPrecise).
 const streamLinger = 50 * time.Microsecond
 
 // streamTickShift is the resolution of session.armedAt: hub.now() in
