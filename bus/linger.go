@@ -1,6 +1,9 @@
 package bus
 
-import "time"
+import (
+	"runtime"
+	"time"
+)
 
 // Lingering: a client that sends frames back to back is read in batches,
 // not frame by frame, on the poll path.
@@ -51,11 +54,16 @@ func streamingSince(armed, now, ticks uint16) bool { return now-armed <= ticks }
 
 // linger writes what c's reader relayed and sleeps streamLinger with its
 // cork let go, so that publishes meanwhile wake their receivers at once.
+// It yields first: a reader that lingers in a long stream never returns
+// to the poller, and on a single P the writers its wakes started (sockets
+// that took less than their batch) and other clients' readers would wait
+// for the scheduler to preempt it.
 func (c *session) linger() {
 	h := c.s.hub
 	h.lingers.Add(1)
 	h.flushHeld()
 	h.uncork()
+	runtime.Gosched()
 	sleepPrecise(streamLinger)
 	h.cork()
 }
