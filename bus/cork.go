@@ -38,6 +38,10 @@ type corking struct {
 	wakeDue bool
 	dueAt   *time.Timer
 	corkFor time.Duration // corkBound; a test's own
+	lingers atomic.Uint64 // readers' lingers (linger.go), for the metrics
+	// streamTicks is how many ticks after its socket was armed a reader
+	// counts as streaming (linger.go): 1, or a test's own.
+	streamTicks uint16
 }
 
 // cork holds the wakes of what is published until uncork.
@@ -56,6 +60,14 @@ func (h *hub) uncork() {
 func (h *hub) letGo() {
 	if h.takeDueWake(true) {
 		workers.Start((*wakerTask)(h))
+	}
+}
+
+// flushHeld does the due wake now, corks held or not, on this goroutine:
+// for a reader about to wait (linger).
+func (h *hub) flushHeld() {
+	if h.takeDueWake(true) {
+		h.wakeSleepers()
 	}
 }
 

@@ -221,7 +221,7 @@ func newHub(maxMsgs int, maxBytes int64) *hub {
 	h.setPace(maxMsgs, maxBytes)
 	h.freshFor.Store(int64(paceFresh))
 	h.rate.Store(paceRate)
-	h.corkFor = corkBound
+	h.corkFor, h.streamTicks = corkBound, 1
 	return h
 }
 

@@ -84,6 +84,8 @@ func newMetrics(s *Server) *metrics {
 			Help: "Bytes held of the messages being read from clients (max_inflight_bytes bounds them)."}, func() float64 { return float64(s.inflight.InUse()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "ovbus", Name: "inflight_refused_total",
 			Help: "Messages refused, and their senders closed with 1013, because max_inflight_bytes was taken."}, func() float64 { return float64(s.inflight.Refused()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "ovbus", Name: "reader_lingers_total",
+			Help: "Times a reader waited a moment for more frames of a client that sends them back to back, so that they are read and written in batches."}, func() float64 { return float64(s.hub.lingers.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "ovbus", Name: "memory_releases_total",
 			Help: "Times the bus returned freed memory to the OS after a burst of large messages drained max_inflight_bytes or a burst of handshakes ended (rate-limited: at most 2 % of the time)."}, func() float64 { return float64(s.mem.count.Load()) }),
 		// The default Go metrics, plus go_gc_heap_live_bytes: the heap the

@@ -50,6 +50,53 @@ func (s *Server) poll(c *session) bool {
 	return true
 }
 
+// readReady is the reader of the poll path: run by the poller when the
+// socket is readable (one at a time: the registration's claim), it relays
+// every message the socket holds, then arms the poller again and returns.
+// It may wait (pacing the sender, answering a ping on a full socket, a
+// closing handshake): the poller's loop does not, and an unarmed socket is
+// not read, which is the back-pressure pacing wants. A client that streams
+// frames is read in batches: the reader lingers before it arms (linger.go).
+func (c *session) readReady() {
+	h := c.s.hub
+	defer h.uncork() // the poller's claim, or serveWS, took the cork (cork.go)
+	fresh := false   // relayed since the reader started or last lingered
+	for relayed := 1; ; relayed++ {
+		op, b, err := nonblock.NextMessage(c.conn)
+		if err == nonblock.ErrWouldBlock {
+			if fresh && c.streaming() {
+				c.linger() // a stream: let more come before reading on (linger.go)
+				c.armedAt, fresh = h.streamTick(), false
+				continue
+			}
+			c.armedAt = h.streamTick()
+			if !c.reg.Arm() {
+				c.readEnd() // closed meanwhile: nobody else will end the reader
+			}
+			return
+		}
+		if err != nil {
+			c.readFailed(err)
+			c.readEnd()
+			return
+		}
+		c.received(op, b)
+		fresh = true
+		if relayed%corkFrames == 0 {
+			h.letGo() // a sender flooding: what it published so far goes out
+		}
+	}
+}
+
+// readEnd ends the reader side on the poll path, once the connection is
+// closed.
+func (c *session) readEnd() {
+	c.finish(reasonDisconnect, 0, "") // no-op unless nobody said why
+	c.conn.CloseNow()
+	c.reg.Unregister()
+	c.sideDone()
+}
+
 // The bus's tasks for the workers and the poller. Each is a pointer
 // conversion of the structure it runs for, so that starting one stores a
 // pointer in an interface and allocates nothing.

@@ -20,7 +20,7 @@ import (
 
 // A frame's path through the bus, file by file:
 //
-//	session.go  readReady (poll path) or readLoop: one message read from the client's connection
+//	poll.go     readReady (poll path), or readLoop here: one message read from the client's connection
 //	relay.go    relay: size, emit permission, carrier rule, filter log line
 //	fanout.go   hub.publish: the frame is encoded once and appended to the log
 //	follow.go   follower.tryBatch: every session's writer is woken (the waker) and fetches it
@@ -108,8 +108,11 @@ type session struct {
 	// copies are counted in the log's bytes: 8 to 15), or -1 without
 	// deflate.
 	windowBits int8
-	sidx       int32
-	wdeadline  int64 // Unix nanoseconds; 0: none set
+	// armedAt is when the reader last armed the socket on the poll path,
+	// in the hub's stream ticks (linger.go); only the reader touches it.
+	armedAt   uint16
+	sidx      int32
+	wdeadline int64 // Unix nanoseconds; 0: none set
 	// reg is the socket's registration with the poller on the poll path
 	// (poll), made before the session is shared; zero on the portable path.
 	reg netpoll.Registration
@@ -173,44 +176,6 @@ func (c *session) readLoop() {
 		}
 		c.received(op, b)
 	}
-}
-
-// readReady is the reader of the poll path: run by the poller when the
-// socket is readable (one at a time: the registration's claim), it relays
-// every message the socket holds, then arms the poller again and returns.
-// It may wait (pacing the sender, answering a ping on a full socket, a
-// closing handshake): the poller's loop does not, and an unarmed socket is
-// not read, which is the back-pressure pacing wants.
-func (c *session) readReady() {
-	h := c.s.hub
-	defer h.uncork() // the poller's claim, or serveWS, took the cork (cork.go)
-	for relayed := 1; ; relayed++ {
-		op, b, err := nonblock.NextMessage(c.conn)
-		if err == nonblock.ErrWouldBlock {
-			if !c.reg.Arm() {
-				c.readEnd() // closed meanwhile: nobody else will end the reader
-			}
-			return
-		}
-		if err != nil {
-			c.readFailed(err)
-			c.readEnd()
-			return
-		}
-		c.received(op, b)
-		if relayed%corkFrames == 0 {
-			h.letGo() // a sender flooding: what it published so far goes out
-		}
-	}
-}
-
-// readEnd ends the reader side on the poll path, once the connection is
-// closed.
-func (c *session) readEnd() {
-	c.finish(reasonDisconnect, 0, "") // no-op unless nobody said why
-	c.conn.CloseNow()
-	c.reg.Unregister()
-	c.sideDone()
 }
 
 // received counts and relays one message from the client. b is the Conn's
