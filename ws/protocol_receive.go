@@ -63,9 +63,13 @@ func (p *Protocol) Receive(data []byte) {
 				binary.LittleEndian.PutUint64(buf, w) // the payload goes over the word's tail
 				rs.buf = rs.buf[:len(data)]
 				rs.ready = uint8(n)
-				// n+l is len(data), within buf's capacity and data.
-				if l > 0 && maskCopyHi((*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(buf)), n)),
-					(*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(data)), n)), l, k32) != 0 && b0 == bitFin|byte(OpText) {
+				// n+l is len(data), within buf's capacity and data. Only
+				// text needs to know whether the bytes are ASCII.
+				to := (*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(buf)), n))
+				from := (*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(data)), n))
+				if b0 != bitFin|byte(OpText) {
+					maskXOR(to, from, l, k32)
+				} else if l > 0 && maskCopyHi(to, from, l, k32) != 0 {
 					p.readyText()
 				}
 				return
