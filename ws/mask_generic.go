@@ -67,6 +67,14 @@ func maskCopy(dst, src []byte, k32 uint32) {
 	}
 }
 
+// maskXOR is maskCopy for n >= 0 bytes at dst and src, the form of the
+// amd64 assembly that AppendMessage calls.
+func maskXOR(dst, src *byte, n int, key uint32) {
+	if n > 0 {
+		maskCopy(unsafe.Slice(dst, n), unsafe.Slice(src, n), key)
+	}
+}
+
 // maskCopyHi sets dst[:n] to src[:n] XORed with the masking key (as
 // maskWords takes it; the slices do not overlap, n > 0) and returns 0 if
 // and only if every byte written is ASCII (amd64 does both in one pass).

@@ -221,30 +221,34 @@ var rxStates [numBufPools + 1]sync.Pool
 var idleRx rxState
 
 // recv makes sure the receiving side has a state of its own, taking one
-// from the pools when ReleaseReadBuffer gave it back (takeRecv). Small
-// enough to inline: every entry point of the receiving side calls it.
-func (p *Protocol) recv() {
-	if p.rxState == &idleRx {
-		p.takeRecv()
+// from the pools when ReleaseReadBuffer gave it back (takeRecv), and
+// returns it, for a hot path to hold in a register instead of reloading
+// p.rxState after each of its stores. Small enough to inline: every entry
+// point of the receiving side calls it.
+func (p *Protocol) recv() *rxState {
+	if rs := p.rxState; rs != &idleRx {
+		return rs
 	}
+	return p.takeRecv()
 }
 
 // takeRecv takes a receiving state from the pools: with a receive buffer of
 // bufHint bytes when one is there.
 //
 //go:noinline
-func (p *Protocol) takeRecv() {
+func (p *Protocol) takeRecv() *rxState {
+	rs, ok := (*rxState)(nil), false
 	if pooledSize(p.bufHint) {
-		if rs, ok := rxStates[bufClass(p.bufHint)].Get().(*rxState); ok {
-			p.rxState = rs
-			return
-		}
+		rs, ok = rxStates[bufClass(p.bufHint)].Get().(*rxState)
 	}
-	if rs, ok := rxStates[numBufPools].Get().(*rxState); ok {
-		p.rxState = rs
-		return
+	if !ok {
+		rs, ok = rxStates[numBufPools].Get().(*rxState)
 	}
-	p.rxState = new(rxState)
+	if !ok {
+		rs = new(rxState)
+	}
+	p.rxState = rs
+	return rs
 }
 
 // idleRecv gives the receiving side's state back to the pools, zeroed but

@@ -73,15 +73,18 @@ func (p *Protocol) NextInto(ev *Event) error {
 
 // nextFast is NextInto's fast path and the way to the general path.
 func (p *Protocol) nextFast(ev *Event) error {
-	p.recv() // given back while idle: a Close or a failure is still reported
-	if n := int(p.ready); n != 0 {
+	// idleRx, shared while the state is given back, has ready 0: the state
+	// is taken (recv) only past the frame that Receive decoded.
+	if rs := p.rxState; rs.ready != 0 {
 		// A frame that Receive decoded: buf is that frame, its payload ready.
-		p.ready = 0
-		b := p.buf // r is 0
-		p.r = len(b)
+		n := int(rs.ready)
+		rs.ready = 0
+		b := rs.buf // r is 0
+		rs.r = len(b)
 		ev.Kind, ev.Op, ev.Payload, ev.Fin, ev.Code, ev.Reason = EventMessage, Opcode(b[0]&0xF), b[n:len(b):len(b)], true, 0, ""
 		return nil
 	}
+	p.recv() // given back while idle: a Close or a failure is still reported
 	if p.fl != nil {
 		p.fl.releaseOut()
 	}

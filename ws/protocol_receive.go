@@ -15,17 +15,17 @@ import (
 // may be reused as soon as Receive returns. Bytes received after the peer's
 // Close frame or after a failure are discarded (RFC 6455 §5.5.1).
 func (p *Protocol) Receive(data []byte) {
-	p.recv()
+	rs := p.recv()
 	// openPlain: no permessage-deflate and neither a Close frame nor a failure
 	// received, so nothing is discarded. With every received byte processed,
 	// data (1 to cap(buf) bytes) fits from the start.
-	buf := p.buf
-	if !p.openPlain || p.r != len(buf) || uint(len(data)-1) >= uint(cap(buf)) || cap(buf) > 1<<20 {
+	buf := rs.buf
+	if !p.openPlain || rs.r != len(buf) || uint(len(data)-1) >= uint(cap(buf)) || cap(buf) > 1<<20 {
 		p.receiveSlow(data)
 		return
 	}
-	p.r = 0
-	buf = buf[:len(data)]
+	rs.r = 0
+	buf = buf[:len(data)] // rs.buf below takes only the length: same array
 	// When data is exactly one frame that Next's fast path would take
 	// (nextFast's conditions, in the same order), it is decoded here, in the
 	// copy: header copied, payload unmasked and checked for ASCII in the same
@@ -36,12 +36,15 @@ func (p *Protocol) Receive(data []byte) {
 	// data must not start inside the buffer (a caller handing back an Event's
 	// Payload, which copy allows): the header, stored first, could overwrite
 	// payload bytes not yet read.
-	if len(data) >= 8 && !p.inFrame && !p.msgOpen &&
+	if len(data) >= 8 && !rs.inFrame && !rs.msgOpen &&
 		uintptr(unsafe.Pointer(unsafe.SliceData(data)))-uintptr(unsafe.Pointer(unsafe.SliceData(buf))) >= uintptr(cap(buf)) {
 		w := binary.LittleEndian.Uint64(data)
 		b0 := byte(w)
 		masked := w&(bitMask<<8) != 0
-		if (b0 == bitFin|byte(OpText) || b0 == bitFin|byte(OpBinary)) && masked == (p.role == RoleServer) {
+		// A final text or binary frame, masked exactly when it comes from
+		// a client (RFC 6455 §5.1): the mask bit (bit 15 of w) differs
+		// from the role (RoleServer is 0, RoleClient 1).
+		if b0-(bitFin|byte(OpText)) <= 1 && (w>>15^uint64(p.role))&1 != 0 {
 			l, n := int(w>>8&0x7F), 2
 			if l >= 126 {
 				// 126: a 16-bit length, minimal only from 126 on
@@ -58,16 +61,22 @@ func (p *Protocol) Receive(data []byte) {
 			}
 			if uint(l) <= uint(p.wholeMax) && n+l == len(data) { // l < 0: no
 				binary.LittleEndian.PutUint64(buf, w) // the payload goes over the word's tail
-				p.buf = buf
-				p.ready = uint8(n)
-				if l > 0 && maskCopyHi(&buf[n], &data[n], l, k32) != 0 && b0 == bitFin|byte(OpText) {
+				rs.buf = rs.buf[:len(data)]
+				rs.ready = uint8(n)
+				// n+l is len(data), within buf's capacity and data. Only
+				// text needs to know whether the bytes are ASCII.
+				to := (*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(buf)), n))
+				from := (*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(data)), n))
+				if b0 != bitFin|byte(OpText) {
+					maskXOR(to, from, l, k32)
+				} else if l > 0 && maskCopyHi(to, from, l, k32) != 0 {
 					p.readyText()
 				}
 				return
 			}
 		}
 	}
-	p.buf = buf[:copy(buf, data)]
+	rs.buf = rs.buf[:copy(buf, data)]
 }
 
 // readyText validates the text that Receive decoded ahead when it is not

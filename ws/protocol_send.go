@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"slices"
+	"unsafe"
 )
 
 // The sending side of a Protocol: frames appended to the caller's buffer,
@@ -31,7 +32,7 @@ func (p *Protocol) AppendMessage(dst []byte, op Opcode, payload []byte) ([]byte,
 	// small-frame tail on purpose: as a shared function it would not inline.
 	n := len(payload)
 	client := p.role == RoleClient
-	if st := p.State(); (op != OpText && op != OpBinary) || p.fl != nil || p.outOpen ||
+	if st := p.State(); uint8(op)-uint8(OpText) > 1 || p.fl != nil || p.outOpen ||
 		(st != StateOpen && st != StateCloseReceived) || n > smallFrameMax(client) {
 		return p.appendMessage(dst, op, payload)
 	}
@@ -42,13 +43,17 @@ func (p *Protocol) AppendMessage(dst []byte, op Opcode, payload []byte) ([]byte,
 	w, hs := smallHeader(bitFin|byte(op), n, client, k32)
 	start := len(dst)
 	dst = slices.Grow(dst, 8+n)
-	binary.LittleEndian.PutUint64(dst[start:start+8], w) // the payload goes over the word's tail
+	// Past Grow the frame's bytes are within dst's capacity: written through
+	// a pointer, without a bounds check for each piece.
+	at := unsafe.Add(unsafe.Pointer(unsafe.SliceData(dst)), start)
+	binary.LittleEndian.PutUint64((*[8]byte)(at)[:], w) // the payload goes over the word's tail
 	dst = dst[:start+hs+n]
+	to := (*byte)(unsafe.Add(at, hs))
 	if client {
-		maskCopy(dst[start+hs:], payload, k32)
+		maskXOR(to, unsafe.SliceData(payload), n, k32) // n may be 0
 	} else if uint(n-1) < 256 && hasAVX2 {
 		// Fewer instructions than memmove up to 256 bytes.
-		copySmall(&dst[start+hs], &payload[0], n)
+		copySmall(to, unsafe.SliceData(payload), n)
 	} else {
 		copy(dst[start+hs:], payload)
 	}
