@@ -158,7 +158,8 @@ type Options struct {
 	// a client that reads nothing keeps pinned, outside the queue bounds,
 	// until it is cut; a fixed 256 KiB (Linux books twice that) still
 	// covers a gigabit link with 2 ms of round trip, far more than loopback
-	// or a LAN needs. Apply changes it for new connections.
+	// or a LAN needs. The kernel caps it at net.core.wmem_max (208 KiB on
+	// a stock kernel). Apply changes it for new connections.
 	SendBuffer int64 `ovbus:"send_buffer,live"`
 
 	// HandshakeTimeout bounds the HTTP upgrade of a new connection: reading
