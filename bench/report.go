@@ -162,6 +162,8 @@ func SteadyMetrics(r *SteadyResult) map[string]float64 {
 		"latency_max_ms":     ms(r.Latency.Max()),
 		"send_lag_p99_ms":    ms(r.SendLag.Percentile(0.99)),
 		"send_lag_max_ms":    ms(r.SendLag.Max()),
+		"from_send_p99_ms":   ms(r.FromSend.Percentile(0.99)),
+		"from_send_p999_ms":  ms(r.FromSend.Percentile(0.999)),
 	}
 	r.addMetrics(m, r.Delivered)
 	if r.ServerCPUOK {

@@ -327,6 +327,7 @@ func (r *Report) columns(markdown bool) []column {
 			sumCol("lost", "lost"), sumCol("reordered", "out_of_order"), sumCol("duplicates", "duplicates"),
 			sumCol("errors", "conn_errors"),
 			latCol("send lag p99", "send_lag_p99_ms"),
+			latCol("p99 from send", "from_send_p99_ms"), latCol("p99.9 from send", "from_send_p999_ms"),
 			coresCol,
 			pctCol("server CPU", "server_cpu_cores"),
 			cpuCol("server µs/frame", "server_cpu_us_per_frame"),
@@ -443,7 +444,7 @@ func (r *Report) writeFooter(w io.Writer, markdown bool) {
 	case KindFanout:
 		fmt.Fprintf(w, "%sLatency is receive − send over every delivery; dropped, errors and out of order are summed over all runs; CPU time is per delivered message.\n", bullet)
 	case KindSteady:
-		fmt.Fprintf(w, "%sEvery client sends on its own schedule and receives every frame, its own too. Latency runs from each frame's scheduled send time to its arrival, over every delivery (no coordinated omission: a frame sent late is charged for the wait); percentiles from a log-linear histogram (at most %.1f%% high). Send lag is how late the clients sent (part of the latency, the client's). Lost, reordered (after a later frame of the same sender) and duplicates are summed over all runs. Server CPU per frame is server CPU ÷ frames sent; per delivery, ÷ frames delivered.\n",
+		fmt.Fprintf(w, "%sEvery client sends on its own schedule and receives every frame, its own too. Latency runs from each frame's scheduled send time to its arrival, over every delivery (no coordinated omission: a frame sent late is charged for the wait); percentiles from a log-linear histogram (at most %.1f%% high). Send lag is how late the clients sent (part of the latency, the client's); p99 and p99.9 from send run from when the sender began to write each frame instead, so they leave the senders' lateness out: the bus's share, with the kernel's and the receivers'. Lost, reordered (after a later frame of the same sender) and duplicates are summed over all runs. Server CPU per frame is server CPU ÷ frames sent; per delivery, ÷ frames delivered.\n",
 			bullet, 100.0/(1<<stats.HistogramBits))
 	default:
 		fmt.Fprintf(w, "%sRTT is echo receive − send; MB/s is echoed payload in one direction (10^6 bytes); CPU time is per echo.\n", bullet)

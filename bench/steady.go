@@ -103,6 +103,12 @@ type SteadyResult struct {
 	// SendLag is how late each frame left its client after its due time:
 	// the client's own share of the latency.
 	SendLag *stats.Histogram
+	// FromSend is every first delivery's receive time − the time its
+	// sender began to write it: Latency without the sender's lateness, so
+	// the bus's share (with the kernel's and the receiving client's). A
+	// client that falls behind its schedule because a bus delivered to it
+	// in bursts is still charged in Latency.
+	FromSend *stats.Histogram
 
 	// CPUFigures run from the first due time until every client finished
 	// receiving (Wall).
@@ -122,20 +128,21 @@ func (r *SteadyResult) ServerCPUPerDelivery() time.Duration {
 // steadyClient is one connection: a sender on its own schedule and a
 // receiver of everything.
 type steadyClient struct {
-	id      int
-	c       *ws.Conn
-	streams *stats.Streams
-	latency *stats.Histogram
-	lag     *stats.Histogram
-	count   atomic.Int64 // deliveries so far, for the progress display
-	last    int64        // run clock of the last first delivery
-	warmed  []bool       // a warm-up frame from client i arrived
-	nWarm   int
-	warm    chan struct{} // closed once every client's warm-up frame arrived
-	got     int           // first deliveries
-	sent    int
-	binary  int64
-	bytes   int64
+	id       int
+	c        *ws.Conn
+	streams  *stats.Streams
+	latency  *stats.Histogram
+	lag      *stats.Histogram
+	fromSend *stats.Histogram
+	count    atomic.Int64 // deliveries so far, for the progress display
+	last     int64        // run clock of the last first delivery
+	warmed   []bool       // a warm-up frame from client i arrived
+	nWarm    int
+	warm     chan struct{} // closed once every client's warm-up frame arrived
+	got      int           // first deliveries
+	sent     int
+	binary   int64
+	bytes    int64
 }
 
 // steadyRun is the state the goroutines of one steady run share.
@@ -146,11 +153,25 @@ type steadyRun struct {
 	t0    int64 // run clock of the schedule's start
 	// planned is every frame of the schedule: what each client receives.
 	planned int
-	dial    *ws.DialOptions
-	errs    errorLog
+	// sentAt is when each client began to write each frame of its plan
+	// ([client][seq], run clock): what FromSend runs from.
+	sentAt [][]atomic.Int64
+	dial   *ws.DialOptions
+	errs   errorLog
 }
 
 func (r *steadyRun) now() int64 { return int64(time.Since(r.start)) }
+
+// newSteadyRun is a run of cfg (with its defaults), its clock started.
+func newSteadyRun(cfg SteadyConfig) *steadyRun {
+	plan := SteadyPlan{Clients: cfg.Clients, Rate: cfg.Rate, Duration: cfg.Duration}
+	r := &steadyRun{cfg: cfg, plan: plan, planned: plan.Total(), start: time.Now(), dial: dialOptions(cfg.Dial, cfg.Clients, cfg.Mix.JSONMax)}
+	r.sentAt = make([][]atomic.Int64, cfg.Clients)
+	for i := range r.sentAt {
+		r.sentAt[i] = make([]atomic.Int64, plan.Frames(i))
+	}
+	return r
+}
 
 // RunSteady runs the steady benchmark once against cfg.URL. It returns an
 // error only when the run could not take place (a client could not connect);
@@ -160,8 +181,8 @@ func RunSteady(ctx context.Context, cfg SteadyConfig) (*SteadyResult, error) {
 	if err := cfg.Mix.Check(); err != nil {
 		return nil, err
 	}
-	plan := SteadyPlan{Clients: cfg.Clients, Rate: cfg.Rate, Duration: cfg.Duration}
-	r := &steadyRun{cfg: cfg, plan: plan, planned: plan.Total(), start: time.Now(), dial: dialOptions(cfg.Dial, cfg.Clients, cfg.Mix.JSONMax)}
+	r := newSteadyRun(cfg)
+	plan := r.plan
 	expected := make([]int, cfg.Clients)
 	for i := range expected {
 		expected[i] = plan.Frames(i)
@@ -180,7 +201,7 @@ func RunSteady(ctx context.Context, cfg SteadyConfig) (*SteadyResult, error) {
 		}
 		conns.add(c)
 		clients[i] = &steadyClient{id: i, c: c, streams: stats.NewStreams(expected),
-			latency: stats.NewHistogram(), lag: stats.NewHistogram(),
+			latency: stats.NewHistogram(), lag: stats.NewHistogram(), fromSend: stats.NewHistogram(),
 			warmed: make([]bool, cfg.Clients), warm: make(chan struct{})}
 	})
 	if err := ctx.Err(); err != nil {
@@ -316,7 +337,9 @@ func (r *steadyRun) send(ctx context.Context, cl *steadyClient, write func(op ws
 			}
 			Pause(min(time.Duration(wait), maxPause))
 		}
-		cl.lag.Record(time.Duration(r.now() - due))
+		now := r.now()
+		cl.lag.Record(time.Duration(now - due))
+		r.sentAt[cl.id][k].Store(now)
 		size, isBinary := cfg.Mix.Frame(cfg.Seed, cl.id, k)
 		var err error
 		if isBinary {
@@ -370,6 +393,9 @@ func (r *steadyRun) receive(cl *steadyClient) {
 		case kindRun:
 			if cl.streams.Observe(from, uint64(seq)) {
 				cl.latency.Record(time.Duration(now - t))
+				if sent := r.sentAt[from][seq].Load(); sent != 0 {
+					cl.fromSend.Record(time.Duration(now - sent))
+				}
 				cl.last = now
 				cl.count.Add(1)
 				if cl.got++; cl.got == r.planned {
@@ -409,7 +435,7 @@ func (r *steadyRun) result(clients []*steadyClient, usage cpuUsage, end int64, n
 	res := &SteadyResult{
 		Clients: cfg.Clients, Rate: cfg.Rate, BinaryShare: cfg.Mix.BinaryShare, Duration: cfg.Duration,
 		Planned: int64(r.plan.Total()), WarmupWait: warmWait, NotWarm: notWarm,
-		Latency: stats.NewHistogram(), SendLag: stats.NewHistogram(),
+		Latency: stats.NewHistogram(), SendLag: stats.NewHistogram(), FromSend: stats.NewHistogram(),
 		CPUFigures: usage.figures(time.Duration(end-r.t0), cfg.ServerPID),
 	}
 	sent := make([]int, len(clients))
@@ -429,6 +455,7 @@ func (r *steadyRun) result(clients []*steadyClient, usage cpuUsage, end int64, n
 		res.Unexpected += int64(tot.Unexpected)
 		res.Lost += int64(cl.streams.Lost(sent))
 		res.Latency.Merge(cl.latency)
+		res.FromSend.Merge(cl.fromSend)
 		last = max(last, cl.last)
 	}
 	res.Expected = res.Sent * int64(len(clients))

@@ -273,7 +273,7 @@ func TestParseSteadyScenarios(t *testing.T) {
 // due time (not the time it left), and the lag is recorded.
 func TestSteadySenderStampsTheSchedule(t *testing.T) {
 	cfg := SteadyConfig{Clients: 1, Rate: 200, Duration: 100 * time.Millisecond}.withDefaults()
-	r := &steadyRun{cfg: cfg, plan: SteadyPlan{Clients: 1, Rate: 200, Duration: cfg.Duration}, start: time.Now()}
+	r := newSteadyRun(cfg)
 	r.t0 = r.now()
 	cl := &steadyClient{id: 0, lag: stats.NewHistogram()}
 	const stall = 60 * time.Millisecond
@@ -312,6 +312,11 @@ func TestSteadySenderStampsTheSchedule(t *testing.T) {
 		if s.at-due > int64(stall/2) {
 			late++
 		}
+		// FromSend runs from when the write began: after the due time,
+		// by the lag, and no later than the frame reached the write.
+		if sent := r.sentAt[0][k].Load(); sent < due || sent > s.at {
+			t.Errorf("frame %d: began to be written at %d, want between its due time %d and its write %d", k, sent, due, s.at)
+		}
 	}
 	// Frames 2 … 7 were due (10 … 35 ms) while frame 1's write held the
 	// sender until 65 ms at the earliest: they left late, back to back.
@@ -333,8 +338,14 @@ func checkSteady(t *testing.T, r *SteadyResult) {
 		t.Errorf("out of order %d duplicates %d unexpected %d errors %d %v not warm %d",
 			r.OutOfOrder, r.Duplicates, r.Unexpected, r.ConnErrors, r.Errors, r.NotWarm)
 	}
-	if r.Latency.Count() != r.Delivered || r.SendLag.Count() != r.Sent {
-		t.Errorf("latency samples %d (delivered %d), send lags %d (sent %d)", r.Latency.Count(), r.Delivered, r.SendLag.Count(), r.Sent)
+	if r.Latency.Count() != r.Delivered || r.FromSend.Count() != r.Delivered || r.SendLag.Count() != r.Sent {
+		t.Errorf("latency samples %d, from send %d (delivered %d), send lags %d (sent %d)",
+			r.Latency.Count(), r.FromSend.Count(), r.Delivered, r.SendLag.Count(), r.Sent)
+	}
+	// From send leaves the sender's lateness out: never above the latency.
+	if r.FromSend.Max() > r.Latency.Max() || r.FromSend.Percentile(0.99) > r.Latency.Percentile(0.99) {
+		t.Errorf("from send: p99 %v max %v, above the latency's p99 %v max %v",
+			r.FromSend.Percentile(0.99), r.FromSend.Max(), r.Latency.Percentile(0.99), r.Latency.Max())
 	}
 	if r.Latency.Min() <= 0 || r.Latency.Percentile(0.5) > r.Latency.Percentile(0.99) || r.Latency.Percentile(0.99) > r.Latency.Max() {
 		t.Errorf("latency: min %v p50 %v p99 %v max %v", r.Latency.Min(), r.Latency.Percentile(0.5), r.Latency.Percentile(0.99), r.Latency.Max())
@@ -373,7 +384,7 @@ func TestSteadyAgainstBus(t *testing.T) {
 		t.Errorf("wall %v elapsed %v for a 500 ms schedule", r.Wall, r.Elapsed)
 	}
 	m := SteadyMetrics(r)
-	for _, k := range []string{"latency_p999_ms", "server_cpu_us_per_frame", "send_lag_p99_ms", "lost", "out_of_order"} {
+	for _, k := range []string{"latency_p999_ms", "server_cpu_us_per_frame", "send_lag_p99_ms", "from_send_p999_ms", "lost", "out_of_order"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("metric %s missing", k)
 		}

@@ -22,7 +22,9 @@
 // steady is `ovbus bench --steady` (steady.go): N clients that all send, each
 // on its own schedule at a share of a total rate, and all receive, with
 // latency from each frame's scheduled send time; it reports exact
-// percentiles, lost, reordered and duplicated frames, and the server's CPU
+// percentiles (and p99 and p99.9 from when the sender began to write each
+// frame: without the senders' lateness, the bus's share), lost, reordered and
+// duplicated frames, and the server's CPU
 // time per frame and per delivery, as a markdown table (and -json).
 //
 // idle opens idle connections to each target, one target at a time, and

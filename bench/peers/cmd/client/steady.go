@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gobwas/ws"
@@ -148,7 +149,8 @@ func sizeRange(s string) (lo, hi int, err error) {
 var steadyColumns = []struct{ key, title string }{
 	{"deliveries_per_sec", "deliveries/s"}, {"lost", "lost"}, {"reordered", "reordered"}, {"duplicates", "duplicates"},
 	{"p50_ms", "p50 ms"}, {"p90_ms", "p90 ms"}, {"p99_ms", "p99 ms"}, {"p999_ms", "p99.9 ms"}, {"max_ms", "max ms"},
-	{"send_lag_p99_ms", "send lag p99 ms"}, {"client_cores", "client CPU"}, {"server_cores", "server CPU"},
+	{"send_lag_p99_ms", "send lag p99 ms"}, {"from_send_p99_ms", "p99 from send ms"}, {"from_send_p999_ms", "p99.9 from send ms"},
+	{"client_cores", "client CPU"}, {"server_cores", "server CPU"},
 	{"server_us_per_frame", "server µs/frame"}, {"server_us_per_delivery", "server µs/delivery"},
 }
 
@@ -362,22 +364,27 @@ func parseFrame(op ws.OpCode, b []byte) (kind, from, seq int, t int64) {
 
 // steadyConn is one client.
 type steadyConn struct {
-	id    int
-	conn  net.Conn
-	br    *bufio.Reader
-	bw    *bufio.Writer
-	seen  [][]bool // [sender][seq]
-	top   []int    // highest seq seen per sender, −1 before any
-	lat   []int64  // ns, every first delivery
-	lag   []int64  // ns, how late each frame left
-	got   int
-	dups  int
-	reord int
-	last  time.Time
-	warm  []bool
-	nWarm int
-	warmC chan struct{}
-	sent  int
+	id   int
+	conn net.Conn
+	br   *bufio.Reader
+	bw   *bufio.Writer
+	seen [][]bool // [sender][seq]
+	top  []int    // highest seq seen per sender, −1 before any
+	lat  []int64  // ns, every first delivery
+	lag  []int64  // ns, how late each frame left
+	// sentAt is when this client began to write each of its frames (ns
+	// since the run's start), for the receivers; fromSend is every first
+	// delivery's receive time − that (ns).
+	sentAt   []atomic.Int64
+	fromSend []int64
+	got      int
+	dups     int
+	reord    int
+	last     time.Time
+	warm     []bool
+	nWarm    int
+	warmC    chan struct{}
+	sent     int
 	// sendErr is the sender's failure, recvErr the receiver's.
 	sendErr, recvErr error
 }
@@ -420,7 +427,7 @@ func runSteady(t target, cfg steadyConfig) (map[string]float64, error) {
 			return nil, fmt.Errorf("client %d: %w", i, err)
 		}
 		c := &steadyConn{id: i, conn: conn, br: br, bw: bufio.NewWriterSize(conn, 4096), seen: make([][]bool, n),
-			top: make([]int, n), warm: make([]bool, n), warmC: make(chan struct{})}
+			top: make([]int, n), warm: make([]bool, n), warmC: make(chan struct{}), sentAt: make([]atomic.Int64, frames(i))}
 		conns[i] = c
 		for j := range n {
 			c.seen[j], c.top[j] = make([]bool, frames(j)), -1
@@ -437,7 +444,7 @@ func runSteady(t target, cfg steadyConfig) (map[string]float64, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.receive(start, total)
+			c.receive(start, total, conns)
 		}()
 	}
 
@@ -491,7 +498,7 @@ func runSteady(t target, cfg steadyConfig) (map[string]float64, error) {
 	cpu1 := selfCPU()
 	srv1, ok1 := serverCPU(t.pid)
 
-	var lat, lag []int64
+	var lat, lag, fromSend []int64
 	var sent, delivered, reord, dups int
 	var last time.Time
 	for _, c := range conns {
@@ -504,12 +511,14 @@ func runSteady(t target, cfg steadyConfig) (map[string]float64, error) {
 		dups += c.dups
 		lat = append(lat, c.lat...)
 		lag = append(lag, c.lag...)
+		fromSend = append(fromSend, c.fromSend...)
 		if c.last.After(last) {
 			last = c.last
 		}
 	}
 	slices.Sort(lat)
 	slices.Sort(lag)
+	slices.Sort(fromSend)
 	rank := func(v []int64, q float64) float64 { // nearest rank, in ms
 		if len(v) == 0 {
 			return 0
@@ -522,8 +531,8 @@ func runSteady(t target, cfg steadyConfig) (map[string]float64, error) {
 		"sent": float64(sent), "delivered": float64(delivered), "lost": float64(sent*n - delivered),
 		"reordered": float64(reord), "duplicates": float64(dups),
 		"p50_ms": rank(lat, 0.5), "p90_ms": rank(lat, 0.9), "p99_ms": rank(lat, 0.99), "p999_ms": rank(lat, 0.999), "max_ms": rank(lat, 1),
-		"send_lag_p99_ms": rank(lag, 0.99),
-		"client_cores":    (cpu1 - cpu0).Seconds() / wall.Seconds(),
+		"send_lag_p99_ms": rank(lag, 0.99), "from_send_p99_ms": rank(fromSend, 0.99), "from_send_p999_ms": rank(fromSend, 0.999),
+		"client_cores": (cpu1 - cpu0).Seconds() / wall.Seconds(),
 	}
 	if el := last.Sub(start) - t0; el > 0 {
 		f["deliveries_per_sec"] = float64(delivered) / el.Seconds()
@@ -546,7 +555,9 @@ func (c *steadyConn) send(start time.Time, t0 time.Duration, cfg steadyConfig, n
 		if wait := d - time.Since(start); wait > 0 {
 			sleep(wait)
 		}
-		c.lag = append(c.lag, int64(time.Since(start)-d))
+		now := time.Since(start)
+		c.lag = append(c.lag, int64(now-d))
+		c.sentAt[k].Store(int64(now))
 		size, isBin := cfg.frameOf(c.id, k)
 		var err error
 		if isBin {
@@ -573,7 +584,7 @@ func (c *steadyConn) send(start time.Time, t0 time.Duration, cfg steadyConfig, n
 
 // receive reads until the client has every frame of the run (total), or its
 // read deadline passes.
-func (c *steadyConn) receive(start time.Time, total int) {
+func (c *steadyConn) receive(start time.Time, total int, conns []*steadyConn) {
 	defer func() {
 		if c.nWarm < len(c.warm) {
 			close(c.warmC)
@@ -618,6 +629,9 @@ func (c *steadyConn) receive(start time.Time, total int) {
 		}
 		c.got++
 		c.lat = append(c.lat, int64(now)-t)
+		if sent := conns[from].sentAt[seq].Load(); sent != 0 {
+			c.fromSend = append(c.fromSend, int64(now)-sent)
+		}
 		c.last = start.Add(now)
 	}
 }

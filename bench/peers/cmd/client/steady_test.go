@@ -62,6 +62,10 @@ func TestSteadyDeliversEverything(t *testing.T) {
 	if f["p50_ms"] <= 0 || f["p50_ms"] > f["p99_ms"] || f["p99_ms"] > f["max_ms"] || f["server_us_per_frame"] <= 0 || f["deliveries_per_sec"] <= 0 {
 		t.Errorf("figures %v", f)
 	}
+	// From send leaves the senders' lateness out: above 0, never above the latency.
+	if f["from_send_p99_ms"] <= 0 || f["from_send_p99_ms"] > f["p99_ms"] || f["from_send_p999_ms"] > f["max_ms"] {
+		t.Errorf("from send p99 %v p99.9 %v against p99 %v max %v", f["from_send_p99_ms"], f["from_send_p999_ms"], f["p99_ms"], f["max_ms"])
+	}
 	var out, errs strings.Builder
 	rep := steadyRuns(&out, &errs, []target{tg}, []steadyScenario{{2, 100, 0}}, cfg, 2, 0)
 	if rep.completed != 2 || len(rep.Medians) != 1 || !strings.Contains(out.String(), "| 2c 100/s json | gorilla | median of 2 |") {
