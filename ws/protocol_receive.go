@@ -229,6 +229,13 @@ func (p *Protocol) ReleaseReadBuffer() bool {
 	return true
 }
 
+// betweenMessages reports whether the receiving side holds nothing of a
+// message: every byte received processed, no frame or message under way.
+func (p *Protocol) betweenMessages() bool {
+	rs := p.rxState
+	return rs.r == len(rs.buf) && !rs.inFrame && !rs.msgOpen && !rs.inflating && rs.ready == 0
+}
+
 // Commit takes n bytes, read into the start of the slice the last ReadBuffer
 // returned (n is at most its length), as received. Like Receive, it discards
 // them after the peer's Close frame or a failure.

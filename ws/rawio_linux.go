@@ -51,6 +51,10 @@ type rawRead struct {
 	trying bool
 	again  bool // tryOnce found nothing to read
 	idling bool // hooks may still take the buffer back
+	// drained: the last read took less than it asked for, so the socket
+	// had nothing more to read then (a stream socket hands over all it
+	// holds, up to the length asked). See tryRead.
+	drained bool
 }
 
 var rawReads = sync.Pool{New: func() any {
@@ -157,11 +161,13 @@ func (rd *rawRead) readOnce(fd uintptr) bool {
 	return true
 }
 
-// rawRead reads into rbuf with a raw system call, again when interrupted.
+// rawRead reads into rbuf with a raw system call, again when interrupted,
+// and notes whether the read drained the socket.
 func (rd *rawRead) rawRead(fd uintptr) (int, syscall.Errno) {
 	for {
 		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(rd.rbuf))), uintptr(len(rd.rbuf)))
 		if e != syscall.EINTR {
+			rd.drained = e == 0 && n > 0 && int(n) < len(rd.rbuf)
 			return int(n), e
 		}
 	}
@@ -185,11 +191,28 @@ func (rd *rawRead) tryOnce(fd uintptr) bool {
 // it returns errWouldBlock at once (having given the buffer back through
 // hooks when they are not nil, and then the read state too). Readiness is
 // then the caller's business (Conn.tryNextMessage).
-func (r *rawIO) tryRead(nc net.Conn, b []byte, hooks bufferHooks) (int, error) {
+//
+// When the caller holds no part of a message (whole) and the last read
+// drained the socket, tryRead returns errWouldBlock without reading: a
+// peer that sent whole messages has most likely sent nothing since (a
+// request, a frame now and then), and the read would find the socket
+// empty. What did come since, the socket's readiness reports as after
+// EAGAIN (a one-shot socket armed again reports what it holds; the
+// runtime's poller's edge came after the read). A peer in the middle of a
+// message is most likely still sending it: that read is made.
+func (r *rawIO) tryRead(nc net.Conn, b []byte, hooks bufferHooks, whole bool) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
 	rd := r.reader()
+	if whole && rd.drained {
+		rd.drained = false
+		if hooks != nil {
+			hooks.idleBuffer()
+			r.idleReader()
+		}
+		return 0, errWouldBlock
+	}
 	rd.rbuf, rd.rn, rd.rerrno, rd.hooks, rd.idling, rd.again = b[:min(len(b), maxRawRead)], 0, 0, hooks, hooks != nil, false
 	rd.trying = true
 	err := r.rc.Read(rd.fn)

@@ -14,7 +14,7 @@ func (*rawIO) read(net.Conn, []byte) (int, error) { panic("ws: no raw I/O on thi
 func (*rawIO) readIdle(net.Conn, []byte, bufferHooks) (int, error) {
 	panic("ws: no raw I/O on this platform")
 }
-func (*rawIO) tryRead(net.Conn, []byte, bufferHooks) (int, error) {
+func (*rawIO) tryRead(net.Conn, []byte, bufferHooks, bool) (int, error) {
 	panic("ws: no raw I/O on this platform")
 }
 func (*rawIO) write(net.Conn, []byte) error          { panic("ws: no raw I/O on this platform") }

@@ -485,7 +485,7 @@ func (c *Conn) readNet(b []byte, idle bool) (int, error) {
 	var err error
 	switch {
 	case c.raw && c.trying:
-		n, err = c.rio.tryRead(c.nc, b, c.hooks(idle))
+		n, err = c.rio.tryRead(c.nc, b, c.hooks(idle), c.p.betweenMessages())
 		if err == errWouldBlock {
 			return 0, err // nothing consumed, the stream is intact
 		}

@@ -6,8 +6,10 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // tryPair returns a server Conn on one end of a loopback TCP connection and
@@ -69,6 +71,100 @@ func TestTryNextMessageIdleHoldsNothing(t *testing.T) {
 			t.Fatalf("size %d: idle connection holds a message buffer of %d, a receive buffer of %d, %d pieces", size, cap(c.message()), cap(c.p.buf), pieces)
 		}
 	}
+}
+
+// TestTryNextMessageDrainedSocket: after a read that drained the socket
+// ended on a message boundary, tryNextMessage takes the socket as empty
+// without reading it (the bytes that came since wait for the next call, as
+// its readiness would report them); in the middle of a message it reads.
+func TestTryNextMessageDrainedSocket(t *testing.T) {
+	c, a, cp := tryPair(t, nil)
+	a.(*net.TCPConn).SetNoDelay(true)
+	one, err := cp.AppendMessage(nil, OpText, []byte("one"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := cp.AppendMessage(nil, OpText, []byte("two"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Write(one); err != nil {
+		t.Fatal(err)
+	}
+	if _, b, err := tryUntil(t, c); err != nil || string(b) != "one" {
+		t.Fatalf("first message %q, %v", b, err)
+	}
+	if _, err := a.Write(two); err != nil {
+		t.Fatal(err)
+	}
+	waitReadable(t, c, len(two))
+	if _, b, err := c.tryNextMessage(); err != errWouldBlock {
+		t.Fatalf("after a read that drained the socket: %q, %v, want errWouldBlock without a read", b, err)
+	}
+	if _, b, err := c.tryNextMessage(); err != nil || string(b) != "two" {
+		t.Fatalf("the next call: %q, %v, want the message that came", b, err)
+	}
+
+	// In the middle of a frame the read is made, drained or not.
+	big, err := cp.AppendMessage(nil, OpBinary, bytes.Repeat([]byte{'h'}, 1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Write(big[:500]); err != nil {
+		t.Fatal(err)
+	}
+	waitReadable(t, c, 500)
+	for i := range 2 { // the first call takes the socket as drained ("two"), the second reads
+		if _, b, err := c.tryNextMessage(); err != errWouldBlock {
+			t.Fatalf("half a frame, call %d: %d bytes, %v, want errWouldBlock", i+1, len(b), err)
+		}
+	}
+	if q := unread(t, c); q != 0 {
+		t.Fatalf("%d bytes of the half frame unread", q)
+	}
+	if _, err := a.Write(big[500:]); err != nil {
+		t.Fatal(err)
+	}
+	waitReadable(t, c, len(big)-500)
+	if _, b, err := c.tryNextMessage(); err != nil || len(b) != 1000 {
+		t.Fatalf("the rest of the frame: %d bytes, %v, want the message", len(b), err)
+	}
+}
+
+// waitReadable waits until c's socket holds at least n unread bytes.
+func waitReadable(t *testing.T, c *Conn, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for unread(t, c) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes unread after 10 s, want %d", unread(t, c), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// unread is how many bytes c's socket holds unread.
+func unread(t *testing.T, c *Conn) int {
+	t.Helper()
+	rc, err := c.nc.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { n, ferr = unixFIONREAD(fd) }); err != nil || ferr != nil {
+		t.Fatal(err, ferr)
+	}
+	return n
+}
+
+// unixFIONREAD is ioctl(FIONREAD): the bytes a socket holds unread.
+func unixFIONREAD(fd uintptr) (int, error) {
+	var n int32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n))); e != 0 {
+		return 0, e
+	}
+	return int(n), nil
 }
 
 // TestTryNextMessageSplitFrame: a frame that arrives a byte at a time is
