@@ -79,7 +79,7 @@ func (c *session) selectBatch(wb *writeBatch) {
 		if c.windowBits >= 0 && !c.ownDeflate {
 			c.s.hub.countCompressed(e, int(c.windowBits))
 		}
-		wb.pms = append(wb.pms, e.pm)
+		wb.pms = append(wb.pms, &e.msg)
 		wb.size += e.size
 	}
 	wb.n = len(wb.pms)

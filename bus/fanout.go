@@ -66,10 +66,9 @@ import (
 // to (by the log or by a writer that fetched it).
 type entry struct {
 	seq    uint64
-	end    int64               // cumulative bytes of the log through this entry
-	size   int64               // bytes of the plain frame
-	born   int64               // publish time, nanoseconds since the hub's epoch
-	pm     *ws.PreparedMessage // &msg
+	end    int64 // cumulative bytes of the log through this entry
+	size   int64 // bytes of the plain frame
+	born   int64 // publish time, nanoseconds since the hub's epoch
 	msg    ws.PreparedMessage
 	seg    *segment // holds the plain frame at off; nil for frames outside the log (tests)
 	off    int
@@ -308,7 +307,7 @@ func (h *hub) appendFrame(op ws.Opcode, payload []byte, co ws.CompressionOptions
 			if err != nil {
 				return err
 			}
-			e.pm, e.size = &e.msg, int64(n)
+			e.size = int64(n)
 			e.seg = &segment{buf: buf}
 			h.appendOwn(e)
 			return nil
@@ -356,7 +355,7 @@ func (h *hub) appendFrame(op ws.Opcode, payload []byte, co ws.CompressionOptions
 	}
 	h.slab = h.slab[1:]
 	e.born, e.mtype, e.origin, e.to, e.route = meta.born, meta.mtype, meta.origin, meta.to, meta.route
-	e.pm, e.size, e.seg, e.off = &e.msg, int64(n), g, h.segUsed
+	e.size, e.seg, e.off = int64(n), g, h.segUsed
 	h.segUsed += n
 	h.segFrames += int64(n)
 	g.arena.frames++
@@ -465,7 +464,7 @@ func (h *hub) wakeLocked(head uint64) {
 // countCompressed counts, once per entry and form, the compressed copy of e
 // that a writer for a deflate client with the negotiated server window bits
 // is about to make (or reuse), and returns nothing: the copy is cached in
-// e.pm, so the write that follows uses it. A copy made after e left the log
+// e.msg, so the write that follows uses it. A copy made after e left the log
 // is not counted (it goes with the writer's batch).
 func (h *hub) countCompressed(e *entry, windowBits int) {
 	form := uint32(compressedFull)
@@ -475,7 +474,7 @@ func (h *hub) countCompressed(e *entry, windowBits int) {
 	if e.forms.Load()&form != 0 || e.forms.Or(form)&form != 0 {
 		return
 	}
-	f, plain := e.pm.FrameWindow(windowBits), e.pm.Frame(false)
+	f, plain := e.msg.FrameWindow(windowBits), e.msg.Frame(false)
 	if len(f) == 0 || &f[0] == &plain[0] {
 		return // too small to compress: the plain frame is sent
 	}

@@ -372,7 +372,7 @@ func readRuns(f *follower, n int) ([]string, error) {
 			continue
 		}
 		for _, e := range b.entries {
-			got = append(got, string(e.pm.Payload()))
+			got = append(got, string(e.msg.Payload()))
 		}
 		clear(b.entries)
 		b.entries = b.entries[:0]
@@ -455,7 +455,7 @@ func TestHubRuns(t *testing.T) {
 				return
 			}
 			for _, e := range batch {
-				got = append(got, string(e.pm.Payload()))
+				got = append(got, string(e.msg.Payload()))
 			}
 		}
 		res <- result{got, nil}

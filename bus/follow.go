@@ -361,5 +361,5 @@ func (f Frame) Type() string {
 }
 
 func (s *Server) frame(e *entry) Frame {
-	return Frame{Op: e.pm.Op(), Payload: e.pm.Payload(), Origin: e.origin, Seq: e.seq, Time: s.hub.epoch.Add(time.Duration(e.born))}
+	return Frame{Op: e.msg.Op(), Payload: e.msg.Payload(), Origin: e.origin, Seq: e.seq, Time: s.hub.epoch.Add(time.Duration(e.born))}
 }

@@ -141,10 +141,10 @@ func (d *dispatcher) deliver(e *entry) {
 			d.call(f.Type(), func() { r.f(f) })
 		}
 	}
-	if len(hs.byType) == 0 || e.pm.Op() != ws.OpText {
+	if len(hs.byType) == 0 || e.msg.Op() != ws.OpText {
 		return
 	}
-	payload := e.pm.Payload()
+	payload := e.msg.Payload()
 	t := messageType(payload)
 	typed, all := hs.byType[t], hs.byType["*"]
 	if t == "*" {

@@ -69,8 +69,8 @@ func TestHubPublishFramesWakesOnce(t *testing.T) {
 			t.Fatalf("round %d: the woken follower took %d frames of the batch of %d", r, len(g.es), size)
 		}
 		for i, e := range g.es {
-			if e.pm.Op() != frames[i].Op || !bytes.Equal(e.pm.Payload(), frames[i].Payload) || e.origin != "node-b" {
-				t.Fatalf("round %d, frame %d: %v %.40q origin %q, want %v %.40q", r, i, e.pm.Op(), e.pm.Payload(), e.origin, frames[i].Op, frames[i].Payload)
+			if e.msg.Op() != frames[i].Op || !bytes.Equal(e.msg.Payload(), frames[i].Payload) || e.origin != "node-b" {
+				t.Fatalf("round %d, frame %d: %v %.40q origin %q, want %v %.40q", r, i, e.msg.Op(), e.msg.Payload(), e.origin, frames[i].Op, frames[i].Payload)
 			}
 			if i > 0 && e.seq != g.es[i-1].seq+1 {
 				t.Fatalf("round %d, frame %d: seq %d after %d", r, i, e.seq, g.es[i-1].seq)

@@ -122,8 +122,8 @@ func TestRecycleSparesHeldEntries(t *testing.T) {
 	var frames, want [][]byte
 	entries := slices.Clone(b.entries)
 	for _, e := range entries {
-		frames = append(frames, e.pm.Frame(false))
-		want = append(want, bytes.Clone(e.pm.Frame(false)))
+		frames = append(frames, e.msg.Frame(false))
+		want = append(want, bytes.Clone(e.msg.Frame(false)))
 	}
 	f.cursor.Store(h.head.Load()) // it fetched everything, and writes the first 8
 	k = publishArenas(t, h, k, 8)
@@ -131,7 +131,7 @@ func TestRecycleSparesHeldEntries(t *testing.T) {
 		if !bytes.Equal(frames[i], want[i]) {
 			t.Fatalf("a recycled arena overwrote frame %d a writer was writing", i)
 		}
-		if e.seq != uint64(i) || !bytes.Equal(e.pm.Frame(false), want[i]) {
+		if e.seq != uint64(i) || !bytes.Equal(e.msg.Frame(false), want[i]) {
 			t.Fatalf("a recycled slab reused entry %d a writer holds: seq %d", i, e.seq)
 		}
 	}
@@ -168,8 +168,8 @@ func TestRecycleSparesFollowerFrames(t *testing.T) {
 	}
 	var kept, want [][]byte
 	for _, e := range batch {
-		kept = append(kept, e.pm.Payload())
-		want = append(want, bytes.Clone(e.pm.Payload()))
+		kept = append(kept, e.msg.Payload())
+		want = append(want, bytes.Clone(e.msg.Payload()))
 	}
 	h.leave(f)
 	publishArenas(t, h, k, 8)
