@@ -53,6 +53,14 @@ type Series struct {
 	// why).
 	Failed int      `json:"failed_runs"`
 	Errors []string `json:"errors,omitempty"`
+	// Pooled has, for steady traffic repeated, the latency over every
+	// delivery of every run together (the runs' histograms merged, PooledMetrics): a
+	// run's own p99.9 rests on its slowest thousandth, which a few stalls
+	// of a shared machine move by a factor of several from run to run;
+	// pooled, it rests on all the runs' deliveries.
+	Pooled map[string]float64 `json:"pooled,omitempty"`
+
+	latency, fromSend *stats.Histogram // what Pooled is made of
 }
 
 // Spread summarises one metric over repeated runs.
@@ -89,6 +97,15 @@ func (r *Report) SeriesFor(scenario string, t Target) *Series {
 
 // Add records one run's metrics.
 func (s *Series) Add(m map[string]float64) { s.Runs = append(s.Runs, m) }
+
+// pool adds a steady run's deliveries to the series' pooled latency.
+func (s *Series) pool(r *SteadyResult) {
+	if s.latency == nil {
+		s.latency, s.fromSend = stats.NewHistogram(), stats.NewHistogram()
+	}
+	s.latency.Merge(r.Latency)
+	s.fromSend.Merge(r.FromSend)
+}
 
 // Fail records a run that could not take place.
 func (s *Series) Fail(err error) {
@@ -172,6 +189,21 @@ func SteadyMetrics(r *SteadyResult) map[string]float64 {
 	return m
 }
 
+// PooledMetrics are the figures of the latency over several runs' deliveries
+// together (Series.Pooled), from their merged histograms: the same keys as
+// SteadyMetrics, plus p99.99.
+func PooledMetrics(latency, fromSend *stats.Histogram) map[string]float64 {
+	return map[string]float64{
+		"delivered":         float64(latency.Count()),
+		"latency_p99_ms":    ms(latency.Percentile(0.99)),
+		"latency_p999_ms":   ms(latency.Percentile(0.999)),
+		"latency_p9999_ms":  ms(latency.Percentile(0.9999)),
+		"latency_max_ms":    ms(latency.Max()),
+		"from_send_p99_ms":  ms(fromSend.Percentile(0.99)),
+		"from_send_p999_ms": ms(fromSend.Percentile(0.999)),
+	}
+}
+
 // LoadMetrics flattens an echo load result into the report's metrics.
 func LoadMetrics(r *LoadResult) map[string]float64 {
 	m := map[string]float64{
@@ -218,6 +250,9 @@ func b2f(b bool) float64 {
 func (r *Report) Finish() {
 	for _, s := range r.Series {
 		s.Summary = summarize(s.Runs)
+		if s.latency != nil && len(s.Runs) > 1 {
+			s.Pooled = PooledMetrics(s.latency, s.fromSend)
+		}
 	}
 	r.Headline = r.headline()
 	r.Notes = r.notes()

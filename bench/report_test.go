@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ovbus/ovbus/bench/stats"
 )
 
 func TestSchedule(t *testing.T) {
@@ -352,5 +354,73 @@ func TestCPUsText(t *testing.T) {
 		if got := c.m.cpusText(); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.m, got, c.want)
 		}
+	}
+}
+
+// TestSteadyPooledLatency: the pooled figures are percentiles of every run's
+// deliveries together, not medians of each run's: a stall in one run of two
+// moves the pooled p99.9, which the median of the runs' p99.9 hides.
+func TestSteadyPooledLatency(t *testing.T) {
+	r := NewReport(KindSteady, 2, nil)
+	run := func(base time.Duration, slow int) *SteadyResult {
+		res := &SteadyResult{Latency: stats.NewHistogram(), SendLag: stats.NewHistogram(), FromSend: stats.NewHistogram(), Delivered: 1000}
+		for i := range 1000 {
+			d := base
+			if i < slow {
+				d = 50 * time.Millisecond
+			}
+			res.Latency.Record(d)
+			res.FromSend.Record(d / 2)
+			res.SendLag.Record(0)
+		}
+		return res
+	}
+	a, b := r.SeriesFor("s", Target{Name: "a"}), r.SeriesFor("s", Target{Name: "b"})
+	for _, res := range []*SteadyResult{run(time.Millisecond, 0), run(time.Millisecond, 10), run(2*time.Millisecond, 0), run(2*time.Millisecond, 0)} {
+		s := a
+		if res.Latency.Min() == 2*time.Millisecond {
+			s = b
+		}
+		s.pool(res)
+		s.Add(SteadyMetrics(res))
+	}
+	r.Finish()
+	p := a.Pooled
+	near := func(k string, want float64) bool { return p[k] >= want && p[k] <= want*1.01 } // a bucket's top: at most 0.78 % high
+	if p["delivered"] != 2000 || !near("latency_p99_ms", 1) || !near("latency_p999_ms", 50) || !near("latency_max_ms", 50) || !near("from_send_p999_ms", 25) {
+		t.Errorf("pooled %v: want 2000 delivered, p99 1 ms, p99.9 and max 50 ms, p99.9 from send 25 ms", p)
+	}
+	if m := a.Summary["latency_p999_ms"].Median; m >= 50 {
+		t.Errorf("median of the runs' p99.9 %v: the test's premise is gone", m)
+	}
+	var h *Headline
+	for i := range r.Headline {
+		if r.Headline[i].Pooled {
+			h = &r.Headline[i]
+		}
+	}
+	if h == nil || h.Metric != "latency_p999_ms" || h.BestPeer != "b" || h.Ratio < 24 || h.Ratio > 26 || h.Verdict != "behind" {
+		t.Fatalf("pooled headline %+v in %+v", h, r.Headline)
+	}
+	var md, text bytes.Buffer
+	r.WriteMarkdown(&md)
+	r.WriteText(&text)
+	for _, want := range []string{"Latency over every delivery of the 2 runs together", "| s | a | 2000 | 1.00ms | 50.0ms |",
+		"p99.9 latency, all runs pooled: ×25.00 vs b (50.0ms vs 2.00ms) — behind (over every delivery of the 2 runs together"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	if !strings.Contains(text.String(), "Latency over every delivery of the 2 runs together:") {
+		t.Errorf("text:\n%s", text.String())
+	}
+	// One run each: nothing to pool.
+	one := NewReport(KindSteady, 1, nil)
+	s := one.SeriesFor("s", Target{Name: "a"})
+	s.pool(run(time.Millisecond, 0))
+	s.Add(SteadyMetrics(run(time.Millisecond, 0)))
+	one.Finish()
+	if s.Pooled != nil || one.pooledTable() != nil {
+		t.Errorf("one run pooled: %v", s.Pooled)
 	}
 }

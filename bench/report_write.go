@@ -37,6 +37,9 @@ type Headline struct {
 	// the repeats straddle 1 (the difference is inside the noise) or the
 	// median ratio is within LevelThreshold of 1.
 	Verdict string `json:"verdict"`
+	// Pooled: Value and Peer are figures over every run's deliveries
+	// together (Series.Pooled), not medians; there is one ratio, no spread.
+	Pooled bool `json:"pooled,omitempty"`
 }
 
 // LevelThreshold is how close to 1 a median ratio must be for a headline to say "level" whatever
@@ -152,8 +155,35 @@ func (r *Report) headline() []Headline {
 			h.Verdict = verdict(h.Ratio, lo, hi, n, hm.higher)
 			out = append(out, h)
 		}
+		if h, ok := pooledHeadline(subj, peers); ok {
+			out = append(out, h)
+		}
 	}
 	return out
+}
+
+// pooledHeadline compares the subject's p99.9 over all its runs' deliveries
+// together with the lowest of the peers that lost nothing.
+func pooledHeadline(subj *Series, peers []*Series) (Headline, bool) {
+	const key = "latency_p999_ms"
+	v, ok := subj.Pooled[key]
+	if !ok {
+		return Headline{}, false
+	}
+	var best *Series
+	for _, p := range peers {
+		if pv, ok := p.Pooled[key]; ok && p.valid() && (best == nil || pv < best.Pooled[key]) {
+			best = p
+		}
+	}
+	if best == nil || best.Pooled[key] == 0 {
+		return Headline{}, false
+	}
+	pv := best.Pooled[key]
+	h := Headline{Scenario: subj.Scenario, Metric: key, Subject: subj.Bus, Value: v, BestPeer: best.Bus, Peer: pv,
+		Ratio: v / pv, Ahead: v < pv, Pooled: true}
+	h.Verdict = verdict(h.Ratio, 0, 0, 1, false)
+	return h, true
 }
 
 func (r *Report) notes() []string {
@@ -402,14 +432,49 @@ func (r *Report) table(markdown bool) [][]string {
 	return rows
 }
 
+// pooledTable returns the table of the latency over all runs together
+// (Series.Pooled), nil when no series has it.
+func (r *Report) pooledTable() [][]string {
+	cols := []struct{ title, key string }{
+		{"p99", "latency_p99_ms"}, {"p99.9", "latency_p999_ms"}, {"p99.99", "latency_p9999_ms"},
+		{"max", "latency_max_ms"}, {"p99 from send", "from_send_p99_ms"}, {"p99.9 from send", "from_send_p999_ms"},
+	}
+	rows := [][]string{{"scenario", "bus", "deliveries"}}
+	for _, c := range cols {
+		rows[0] = append(rows[0], c.title)
+	}
+	for _, s := range r.Series {
+		if s.Pooled == nil {
+			continue
+		}
+		row := []string{s.Scenario, s.Bus, fmt.Sprintf("%.0f", s.Pooled["delivered"])}
+		for _, c := range cols {
+			row = append(row, FormatMillis(s.Pooled[c.key]))
+		}
+		rows = append(rows, row)
+	}
+	if len(rows) == 1 {
+		return nil
+	}
+	return rows
+}
+
 // WriteText writes the table for a terminal, then the headline and notes.
 func (r *Report) WriteText(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, row := range r.table(false) {
-		fmt.Fprintln(tw, strings.Join(row, "\t"))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
+	for i, rows := range [][][]string{r.table(false), r.pooledTable()} {
+		if rows == nil {
+			continue
+		}
+		if i > 0 {
+			fmt.Fprintf(w, "\nLatency over every delivery of the %d runs together:\n", r.Repeat)
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, row := range rows {
+			fmt.Fprintln(tw, strings.Join(row, "\t"))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
 	r.writeFooter(w, false)
 	return nil
@@ -418,7 +483,18 @@ func (r *Report) WriteText(w io.Writer) error {
 // WriteMarkdown writes the table as GitHub markdown, then the headline and
 // notes.
 func (r *Report) WriteMarkdown(w io.Writer) error {
-	rows := r.table(true)
+	writeMarkdownTable(w, r.table(true))
+	if rows := r.pooledTable(); rows != nil {
+		fmt.Fprintf(w, "\nLatency over every delivery of the %d runs together:\n\n", r.Repeat)
+		writeMarkdownTable(w, rows)
+	}
+	r.writeFooter(w, true)
+	return nil
+}
+
+// writeMarkdownTable writes rows, the first the header, as a GitHub markdown
+// table: the first two columns text, the rest figures.
+func writeMarkdownTable(w io.Writer, rows [][]string) {
 	align := []string{"---", "---"}
 	for range rows[0][2:] {
 		align = append(align, "---:")
@@ -427,8 +503,6 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	for _, row := range rows[1:] {
 		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 	}
-	r.writeFooter(w, true)
-	return nil
 }
 
 func (r *Report) writeFooter(w io.Writer, markdown bool) {
@@ -457,7 +531,11 @@ func (r *Report) writeFooter(w io.Writer, markdown bool) {
 			fmt.Fprintf(w, "Headline: %s against the best other target in each scenario\n", r.Headline[0].Subject)
 		}
 		for _, h := range r.Headline {
-			fmt.Fprintf(w, "%s%s %s: ×%.2f vs %s (%s vs %s) — %s\n", bullet, h.Scenario, metricLabel(h.Metric),
+			label := metricLabel(h.Metric)
+			if h.Pooled {
+				label += ", all runs pooled"
+			}
+			fmt.Fprintf(w, "%s%s %s: ×%.2f vs %s (%s vs %s) — %s\n", bullet, h.Scenario, label,
 				h.Ratio, h.BestPeer, formatMetric(h.Metric, h.Value), formatMetric(h.Metric, h.Peer), h.why(r.Repeat))
 		}
 	}
@@ -481,6 +559,9 @@ func (h Headline) why(repeat int) string {
 		if h.Ahead {
 			v = "ahead"
 		}
+	}
+	if h.Pooled {
+		return fmt.Sprintf("%s (over every delivery of the %d runs together: one figure each, no spread)", v, repeat)
 	}
 	if repeat < 2 || h.RatioMin == 0 {
 		if v == "level" {

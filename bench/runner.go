@@ -93,6 +93,7 @@ func (s SteadySuite) Run(ctx context.Context) (*Report, error) {
 		if err != nil {
 			return nil, "", err
 		}
+		rep.SeriesFor(sc.String(), t).pool(res)
 		m := SteadyMetrics(res)
 		return m, fmt.Sprintf("%s deliveries/s, p99 %s, p99.9 %s, lost %d, server %.1fµs/frame",
 			FormatRate(res.DeliveriesPerSec), FormatMillis(m["latency_p99_ms"]), FormatMillis(m["latency_p999_ms"]),

@@ -156,12 +156,15 @@ var steadyColumns = []struct{ key, title string }{
 
 // steadyReport is what -json writes.
 type steadyReport struct {
-	Command   string         `json:"command"`
-	Date      string         `json:"date"`
-	Duration  string         `json:"duration"`
-	Repeat    int            `json:"repeat"`
-	Runs      []steadyRow    `json:"runs"`
-	Medians   []steadyRow    `json:"medians"`
+	Command  string      `json:"command"`
+	Date     string      `json:"date"`
+	Duration string      `json:"duration"`
+	Repeat   int         `json:"repeat"`
+	Runs     []steadyRow `json:"runs"`
+	Medians  []steadyRow `json:"medians"`
+	// Pooled has each scenario and target's latency over every delivery
+	// of its runs together (pooled.go), when it ran more than once.
+	Pooled    []steadyRow    `json:"pooled,omitempty"`
 	Failures  []string       `json:"failures,omitempty"`
 	Settings  map[string]any `json:"settings"`
 	completed int
@@ -188,6 +191,7 @@ func steadyRuns(out, errs io.Writer, targets []target, scenarios []steadyScenari
 	}
 	fmt.Fprintln(out, header)
 	fmt.Fprintln(out, "|---|---|---|"+strings.Repeat("---:|", len(steadyColumns)))
+	pools := map[string]*latencyPool{} // by scenario and target
 	for _, sc := range scenarios {
 		cfg := base
 		cfg.steadyScenario = sc
@@ -197,7 +201,11 @@ func steadyRuns(out, errs io.Writer, targets []target, scenarios []steadyScenari
 				if len(rep.Runs)+len(rep.Failures) > 0 {
 					time.Sleep(pause)
 				}
-				res, err := runSteady(t, cfg)
+				key := sc.String() + "\x00" + t.name
+				if pools[key] == nil {
+					pools[key] = new(latencyPool)
+				}
+				res, err := runSteady(t, cfg, pools[key])
 				if err != nil {
 					msg := fmt.Sprintf("%s %s run %d: %v", t.name, sc, r+1, err)
 					rep.Failures = append(rep.Failures, msg)
@@ -230,8 +238,12 @@ func steadyRuns(out, errs io.Writer, targets []target, scenarios []steadyScenari
 			row := steadyRow{Scenario: sc.String(), Target: t.name, Figures: medianFigures(runs)}
 			rep.Medians = append(rep.Medians, row)
 			fmt.Fprint(out, row.line(fmt.Sprintf("median of %d", len(runs))))
+			if p := pools[sc.String()+"\x00"+t.name]; p != nil && p.runs > 1 {
+				rep.Pooled = append(rep.Pooled, steadyRow{Scenario: sc.String(), Target: t.name, Figures: p.figures()})
+			}
 		}
 	}
+	writePooled(out, rep.Pooled)
 	return rep
 }
 
@@ -397,8 +409,9 @@ func (c *steadyConn) write(op ws.OpCode, b []byte) error {
 	return c.bw.Flush()
 }
 
-// runSteady makes one steady run against t and returns its figures.
-func runSteady(t target, cfg steadyConfig) (map[string]float64, error) {
+// runSteady makes one steady run against t and returns its figures; a
+// completed run's latencies go into pool too, unless it is nil.
+func runSteady(t target, cfg steadyConfig, pool *latencyPool) (map[string]float64, error) {
 	n := cfg.clients
 	total := int(math.Ceil(cfg.rate * cfg.duration.Seconds()))
 	frames := func(i int) int { // frames client i sends: g = i, i+n, … below total
@@ -519,6 +532,9 @@ func runSteady(t target, cfg steadyConfig) (map[string]float64, error) {
 	slices.Sort(lat)
 	slices.Sort(lag)
 	slices.Sort(fromSend)
+	if pool != nil {
+		pool.add(lat, fromSend)
+	}
 	rank := func(v []int64, q float64) float64 { // nearest rank, in ms
 		if len(v) == 0 {
 			return 0

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +54,7 @@ func TestSteadyDeliversEverything(t *testing.T) {
 	tg := target{name: "gorilla", url: busURL(t), pid: os.Getpid()}
 	cfg := steadyConfig{steadyScenario: steadyScenario{clients: 4, rate: 400, share: 0.1}, duration: 500 * time.Millisecond,
 		jsonMin: 200, jsonMax: 2000, binMin: 64 << 10, binMax: 128 << 10, seed: 1, timeout: 5 * time.Second, readBuf: 64 << 10}
-	f, err := runSteady(tg, cfg)
+	f, err := runSteady(tg, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,5 +72,46 @@ func TestSteadyDeliversEverything(t *testing.T) {
 	rep := steadyRuns(&out, &errs, []target{tg}, []steadyScenario{{2, 100, 0}}, cfg, 2, 0)
 	if rep.completed != 2 || len(rep.Medians) != 1 || !strings.Contains(out.String(), "| 2c 100/s json | gorilla | median of 2 |") {
 		t.Errorf("completed %d, medians %d:\n%s\n%s", rep.completed, len(rep.Medians), out.String(), errs.String())
+	}
+	// The pool holds both runs' deliveries.
+	if len(rep.Pooled) != 1 || rep.Pooled[0].Figures["delivered"] != rep.Runs[0].Figures["delivered"]+rep.Runs[1].Figures["delivered"] ||
+		!strings.Contains(out.String(), "| 2c 100/s json | gorilla | 2 | 200 |") {
+		t.Errorf("pooled %+v:\n%s", rep.Pooled, out.String())
+	}
+}
+
+// TestPooledPercentiles checks the pool's buckets against exact nearest-rank
+// percentiles: never below, at most 0.1 % above, the largest value exact.
+func TestPooledPercentiles(t *testing.T) {
+	var h histogram
+	var all []int64
+	x := uint64(1)
+	for run := range 3 {
+		var vs []int64
+		for i := range 20000 {
+			x = x*6364136223846793005 + 1442695040888963407
+			v := int64(x>>40) % 5_000_000 // up to 5 ms
+			if i%1000 == 0 {
+				v = int64(run+1) * 40_000_000 // a stall in every run
+			}
+			vs = append(vs, v)
+		}
+		h.add(vs)
+		all = append(all, vs...)
+	}
+	slices.Sort(all)
+	for _, q := range []float64{0.5, 0.99, 0.999, 0.9999, 1} {
+		exact := float64(all[int(math.Ceil(q*float64(len(all))))-1]) / 1e6
+		if got := h.rank(q); got < exact || got > exact*1.001 {
+			t.Errorf("p%v: %v ms, exact %v ms", q*100, got, exact)
+		}
+	}
+	// Buckets are ordered as their values, and a value's bucket ends at
+	// most 0.1 % above it.
+	for v := int64(1); v < 1<<40; v += v/3 + 1 {
+		k := poolKey(v)
+		if top := poolTop(k); top < v || top-v > v>>poolBits || poolKey(v-1) > k {
+			t.Fatalf("%d in bucket %d, which ends at %d; %d in bucket %d", v, k, top, v-1, poolKey(v-1))
+		}
 	}
 }
