@@ -53,7 +53,9 @@ so a bus (or a client) that falls behind is charged for the wait (no
 coordinated omission). Reported: latency p50/p90/p99/p99.9/max from a
 log-linear histogram, lost, reordered (per sender, on every client) and
 duplicated frames, deliveries/s, and the bus's CPU time per frame and per
-delivery. --preset steady runs the three workloads of an OVOS device
+delivery; with --repeat, also the tail over every delivery of all the runs
+together (pooled: p99 to p99.99), which one run's few slowest deliveries
+cannot give. --preset steady runs the three workloads of an OVOS device
 (steady20, steady20-json, steady10).
 
 Without --url or NAME=URL, bench starts an ovbus of its own in this process, on a
