@@ -54,10 +54,10 @@ type Series struct {
 	Failed int      `json:"failed_runs"`
 	Errors []string `json:"errors,omitempty"`
 	// Pooled has, for steady traffic repeated, the latency over every
-	// delivery of every run together (the runs' histograms merged, PooledMetrics): a
-	// run's own p99.9 rests on its slowest thousandth, which a few stalls
-	// of a shared machine move by a factor of several from run to run;
-	// pooled, it rests on all the runs' deliveries.
+	// delivery of every run together (the runs' histograms merged,
+	// PooledMetrics): a run's own p99.9 rests on its slowest thousandth,
+	// which a few stalls of a shared machine move by a factor of several
+	// from run to run; pooled, it rests on all the runs' deliveries.
 	Pooled map[string]float64 `json:"pooled,omitempty"`
 
 	latency, fromSend *stats.Histogram // what Pooled is made of
