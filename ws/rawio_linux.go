@@ -94,17 +94,24 @@ type rawWriteState struct {
 	iov  []syscall.Iovec // writev's vector; iov[done:] is what is still to go
 	done int
 	// fn is w.writeAny, made once with the rawWriteState (pooled with it):
-	// writevOnce when vec, else writeOnce.
+	// writevOnce when vec, else writeOnce; try is w.tryOnce, for
+	// syscall.RawConn.Control (tryWrite). A closure made per call would
+	// take its results with it to the heap: allocations on every write.
 	fn     func(fd uintptr) bool
+	try    func(fd uintptr)
 	werrno syscall.Errno
 	vec    bool
 }
 
 var rawWriteStates = sync.Pool{New: func() any {
 	w := new(rawWriteState)
-	w.fn = w.writeAny
+	w.fn, w.try = w.writeAny, w.tryOnce
 	return w
 }}
+
+// tryOnce writes wbuf without waiting: what the socket did not take stays
+// in wbuf.
+func (w *rawWriteState) tryOnce(fd uintptr) { w.writeOnce(fd) }
 
 func (w *rawWriteState) writeAny(fd uintptr) bool {
 	if w.vec {

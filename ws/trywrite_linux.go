@@ -5,8 +5,6 @@ package ws
 import (
 	"net"
 	"os"
-	"syscall"
-	"unsafe"
 )
 
 // tryWrite writes b to the socket without waiting (tryWritePreparedFrames):
@@ -21,15 +19,16 @@ import (
 // whenever other goroutines wait (a thread switch each way, the bulk of a
 // fan-out writer's overhead).
 func (r *rawIO) tryWrite(nc net.Conn, b []byte) (int, error) {
-	written := 0
-	var werr syscall.Errno
-	err := r.rc.Control(func(fd uintptr) {
-		written, werr = rawWrite(fd, b)
-	})
+	w := rawWriteStates.Get().(*rawWriteState)
+	w.wbuf, w.werrno, w.vec = b, 0, false
+	err := r.rc.Control(w.try)
+	written, werr := len(b)-len(w.wbuf), w.werrno
+	w.wbuf = nil
+	rawWriteStates.Put(w)
 	if err != nil {
 		return written, opError(nc, "write", err)
 	}
-	if werr != 0 && werr != syscall.EAGAIN {
+	if werr != 0 {
 		return written, opError(nc, "write", os.NewSyscallError("write", werr))
 	}
 	return written, nil
@@ -38,16 +37,12 @@ func (r *rawIO) tryWrite(nc net.Conn, b []byte) (int, error) {
 // finish writes all of b, waiting in the runtime's poller while the socket
 // is full (the write deadline applies), with raw calls as tryWrite.
 func (r *rawIO) finish(nc net.Conn, b []byte) error {
-	var werr syscall.Errno
-	err := r.rc.Write(func(fd uintptr) bool {
-		n, e := rawWrite(fd, b)
-		b = b[n:]
-		if e == syscall.EAGAIN {
-			return false // wait until writable
-		}
-		werr = e
-		return true
-	})
+	w := rawWriteStates.Get().(*rawWriteState)
+	w.wbuf, w.werrno, w.vec = b, 0, false
+	err := r.rc.Write(w.fn)
+	werr := w.werrno
+	w.wbuf = nil
+	rawWriteStates.Put(w)
 	if err != nil {
 		return opError(nc, "write", err)
 	}
@@ -55,22 +50,4 @@ func (r *rawIO) finish(nc net.Conn, b []byte) error {
 		return opError(nc, "write", os.NewSyscallError("write", werr))
 	}
 	return nil
-}
-
-// rawWrite writes b with non-blocking raw calls until it is all out, the
-// socket is full (EAGAIN) or a call fails, and returns the bytes written.
-func rawWrite(fd uintptr, b []byte) (int, syscall.Errno) {
-	written := 0
-	for written < len(b) {
-		p := b[written:]
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
-		switch e {
-		case 0:
-			written += int(n)
-		case syscall.EINTR:
-		default:
-			return written, e
-		}
-	}
-	return written, 0
 }

@@ -65,6 +65,25 @@ func TestTryWritePreparedFramesWhole(t *testing.T) {
 	readFrames(t, a, payloads)
 }
 
+// TestTryWritePreparedFramesAllocs: a write that never waits allocates
+// nothing (a fan-out makes one per delivery).
+func TestTryWritePreparedFramesAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items under the race detector; make test runs this test without -race")
+	}
+	c, a, _ := tryPair(t, nil)
+	frames, _ := tryFrames(t, 1, 300)
+	go io.Copy(io.Discard, a)
+	allocs := testing.AllocsPerRun(1000, func() {
+		if n, held, err := c.tryWritePreparedFrames(frames); err != nil || held || n != len(frames) {
+			t.Fatalf("n %d of %d, held %v, %v", n, len(frames), held, err)
+		}
+	})
+	if allocs > 0 {
+		t.Fatalf("%.2f allocations per write, want 0", allocs)
+	}
+}
+
 // TestTryWritePreparedFramesFull: on a socket whose peer reads nothing the
 // tries fill it, one of them part way (held: the write lock stays taken),
 // then they write nothing; finishPreparedFrames writes the rest once the
