@@ -293,6 +293,12 @@ func (r *rawIO) write(nc net.Conn, b []byte) error {
 		_, err := nc.Write(b)
 		return err
 	}
+	return r.writeAll(nc, b)
+}
+
+// writeAll writes all of b with raw calls, waiting in the runtime's poller
+// while the socket is full (the write deadline applies).
+func (r *rawIO) writeAll(nc net.Conn, b []byte) error {
 	w := rawWriteStates.Get().(*rawWriteState)
 	w.wbuf, w.werrno, w.vec = b, 0, false
 	err := r.rc.Write(w.fn)

@@ -35,19 +35,6 @@ func (r *rawIO) tryWrite(nc net.Conn, b []byte) (int, error) {
 }
 
 // finish writes all of b, waiting in the runtime's poller while the socket
-// is full (the write deadline applies), with raw calls as tryWrite.
-func (r *rawIO) finish(nc net.Conn, b []byte) error {
-	w := rawWriteStates.Get().(*rawWriteState)
-	w.wbuf, w.werrno, w.vec = b, 0, false
-	err := r.rc.Write(w.fn)
-	werr := w.werrno
-	w.wbuf = nil
-	rawWriteStates.Put(w)
-	if err != nil {
-		return opError(nc, "write", err)
-	}
-	if werr != 0 {
-		return opError(nc, "write", os.NewSyscallError("write", werr))
-	}
-	return nil
-}
+// is full (the write deadline applies), with raw calls as tryWrite whatever
+// the length.
+func (r *rawIO) finish(nc net.Conn, b []byte) error { return r.writeAll(nc, b) }
