@@ -65,20 +65,28 @@ import (
 // own; the garbage collector frees a slab once no entry of it is referred
 // to (by the log or by a writer that fetched it).
 type entry struct {
-	seq    uint64
-	end    int64 // cumulative bytes of the log through this entry
-	size   int64 // bytes of the plain frame
-	born   int64 // publish time, nanoseconds since the hub's epoch
-	msg    ws.PreparedMessage
-	seg    *segment // holds the plain frame at off; nil for frames outside the log (tests)
-	off    int
-	mtype  string // the message type, set only when receive permissions need it
-	origin string // Frame.Origin: "" unless published by Publish
+	seq  uint64
+	end  int64 // cumulative bytes of the log through this entry
+	size int64 // bytes of the plain frame
+	frameMeta
+	msg ws.PreparedMessage
+	seg *segment // holds the plain frame at off; nil for frames outside the log (tests)
+	off int
 
 	// Compressed copies: which forms were counted (compressedFull,
 	// compressedSmall), and their bytes in hub.extra; -1 once released.
 	forms atomic.Uint32
 	extra atomic.Int64
+}
+
+// frameMeta is what a publisher tells the log about a frame besides its
+// bytes (publishFrame): copied into the frame's entry. It holds no atomic
+// value, so a publisher keeps it on its stack on 32-bit systems too, where
+// a structure with a 64-bit atomic (an entry) must go to the heap.
+type frameMeta struct {
+	born   int64  // publish time, nanoseconds since the hub's epoch
+	mtype  string // the message type, set only when receive permissions need it
+	origin string // Frame.Origin: "" unless published by Publish
 
 	// to is the id of the one session the entry is for (a notice about its
 	// own frame, see tell), 0 for everyone. Followers and in-process
@@ -254,9 +262,8 @@ func (h *hub) growRing(r *ring) *ring {
 }
 
 // publishFrame encodes a data frame of type op (copying payload) and
-// appends it to the log with meta's born, mtype, origin, to and route (meta
-// itself is not kept), then wakes the followers.
-func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOptions, meta *entry) error {
+// appends it to the log with meta (copied), then wakes the followers.
+func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOptions, meta *frameMeta) error {
 	h.mu.Lock()
 	head := h.head.Load()
 	err := h.appendFrame(op, payload, co, meta)
@@ -273,7 +280,7 @@ func (h *hub) publishFrame(op ws.Opcode, payload []byte, co ws.CompressionOption
 // publisher's frame comes between them. A frame that cannot be encoded is
 // left out; it returns how many were, and the first error.
 func (h *hub) publishFrames(frames []Frame, mtypes []string, co ws.CompressionOptions, born int64) (failed int, err error) {
-	meta := entry{born: born}
+	meta := frameMeta{born: born}
 	h.mu.Lock()
 	head := h.head.Load()
 	for i, f := range frames {
@@ -295,13 +302,13 @@ func (h *hub) publishFrames(frames []Frame, mtypes []string, co ws.CompressionOp
 // (segments and slabs are allocated outside it); a large one into a buffer
 // of its own, outside mu. The caller holds mu, which appendFrame may let go
 // of and take again.
-func (h *hub) appendFrame(op ws.Opcode, payload []byte, co ws.CompressionOptions, meta *entry) error {
+func (h *hub) appendFrame(op ws.Opcode, payload []byte, co ws.CompressionOptions, meta *frameMeta) error {
 	n := ws.PreparedFrameSize(len(payload))
 	for {
 		c := h.segCap
 		if !op.IsData() || c == 0 || n > c/4 {
 			h.mu.Unlock()
-			e := &entry{born: meta.born, mtype: meta.mtype, origin: meta.origin, to: meta.to, route: meta.route}
+			e := &entry{frameMeta: *meta}
 			buf, err := ws.AppendPreparedMessageTo(&e.msg, nil, op, payload, co)
 			h.mu.Lock()
 			if err != nil {
@@ -354,7 +361,7 @@ func (h *hub) appendFrame(op ws.Opcode, payload []byte, co ws.CompressionOptions
 		return err
 	}
 	h.slab = h.slab[1:]
-	e.born, e.mtype, e.origin, e.to, e.route = meta.born, meta.mtype, meta.origin, meta.to, meta.route
+	e.frameMeta = *meta
 	e.size, e.seg, e.off = int64(n), g, h.segUsed
 	h.segUsed += n
 	h.segFrames += int64(n)

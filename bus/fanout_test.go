@@ -18,7 +18,7 @@ import (
 // sockets. An entry's origin names its publisher and born its number there.
 
 func testEntry(publisher, k int) *entry {
-	return &entry{size: 10, origin: fmt.Sprint(publisher), born: int64(k)}
+	return &entry{size: 10, frameMeta: frameMeta{origin: fmt.Sprint(publisher), born: int64(k)}}
 }
 
 // readAll follows f until it has n entries or fails, checking that the
@@ -464,7 +464,7 @@ func TestHubRuns(t *testing.T) {
 		for h.head.Load()-min(runner.cursor.Load(), plain.cursor.Load()) >= 20 {
 			time.Sleep(10 * time.Microsecond) // keep within the byte bound
 		}
-		e := &entry{born: int64(k)}
+		e := &frameMeta{born: int64(k)}
 		if k%131 == 0 {
 			e.to = 1 // a notice: followers fetch it entry by entry
 		}
@@ -500,7 +500,7 @@ func TestHubRuns(t *testing.T) {
 	// Once everybody has fetched everything, a scan releases the old
 	// segments: the log holds about the newest.
 	for k := range scanEveryMessages {
-		h.publishFrame(ws.OpText, []byte("x"), ws.CompressionOptions{}, &entry{born: int64(k)})
+		h.publishFrame(ws.OpText, []byte("x"), ws.CompressionOptions{}, &frameMeta{born: int64(k)})
 		runner.cursor.Store(h.head.Load())
 		plain.cursor.Store(h.head.Load())
 	}
@@ -603,7 +603,7 @@ func TestHubFramesOfTheirOwnAmongSmallOnes(t *testing.T) {
 	const pairs = 100
 	for k := range pairs {
 		for _, p := range []string{fmt.Sprintf("small %d", k), large} {
-			if err := h.publishFrame(ws.OpText, []byte(p), ws.CompressionOptions{}, &entry{born: int64(k)}); err != nil {
+			if err := h.publishFrame(ws.OpText, []byte(p), ws.CompressionOptions{}, &frameMeta{born: int64(k)}); err != nil {
 				t.Fatal(err)
 			}
 			frames += int64(ws.PreparedFrameSize(len(p)))
@@ -709,7 +709,7 @@ func TestHubPublishAllocs(t *testing.T) {
 	k := int64(0)
 	allocs := testing.AllocsPerRun(10*entrySlab, func() {
 		k++
-		if err := h.publishFrame(ws.OpText, payload, ws.CompressionOptions{}, &entry{born: k}); err != nil {
+		if err := h.publishFrame(ws.OpText, payload, ws.CompressionOptions{}, &frameMeta{born: k}); err != nil {
 			t.Fatal(err)
 		}
 		f.cursor.Store(h.head.Load())

@@ -44,7 +44,7 @@ func publishArenas(t *testing.T, h *hub, k, n int) int {
 func publishFrames(t *testing.T, h *hub, k, n int) int {
 	t.Helper()
 	for end := k + n; k < end; k++ {
-		if err := h.publishFrame(ws.OpText, frameOf(k), ws.CompressionOptions{}, &entry{born: int64(k)}); err != nil {
+		if err := h.publishFrame(ws.OpText, frameOf(k), ws.CompressionOptions{}, &frameMeta{born: int64(k)}); err != nil {
 			t.Fatal(err)
 		}
 	}

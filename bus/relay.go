@@ -101,7 +101,7 @@ func notAllowedMessage(mtype string) []byte {
 // log, after the frames relayed before it, whatever c's receive rule. It bypasses the Sequencer:
 // a notice is this server's business, not the cluster's.
 func (s *Server) tell(c *session, b []byte) {
-	if err := s.hub.publishFrame(ws.OpText, b, s.opts.Compression, &entry{born: s.hub.now(), to: c.id}); err != nil {
+	if err := s.hub.publishFrame(ws.OpText, b, s.opts.Compression, &frameMeta{born: s.hub.now(), to: c.id}); err != nil {
 		s.log.Error("Cannot encode message", "error", err)
 	}
 }
@@ -147,7 +147,7 @@ func (s *Server) accept(op ws.Opcode, b []byte, mtype string, rt *route) {
 
 // publish encodes the frame once (copying it) and appends it to the log.
 func (s *Server) publish(op ws.Opcode, b []byte, mtype, origin string, rt *route) {
-	if err := s.hub.publishFrame(op, b, s.opts.Compression, &entry{born: s.hub.now(), mtype: mtype, origin: origin, route: rt}); err != nil {
+	if err := s.hub.publishFrame(op, b, s.opts.Compression, &frameMeta{born: s.hub.now(), mtype: mtype, origin: origin, route: rt}); err != nil {
 		s.log.Error("Cannot encode message", "error", err)
 	}
 }
