@@ -89,6 +89,38 @@ func TestClusterKeyErrors(t *testing.T) {
 	}
 }
 
+// TestRuleErrorNamesWhoSetIt: an error between keys whose first key holds
+// its built-in value names where the other key of the rule was set (a
+// file and line, a variable), or "built-in" when no layer set any of them,
+// never the last layer that set some other key of the section.
+func TestRuleErrorNamesWhoSetIt(t *testing.T) {
+	f := newFixture(t)
+	conf := f.write(userConf, "{\"websocket\": {\"cluster\": {\n  \"routes\": [\"nats://a:6222\"]}}}")
+	_, _, err := f.load("--cluster-name", "home")
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Key != "websocket.cluster.listen" || ce.File != conf || ce.Line != 2 {
+		t.Errorf("routes in a file: Load = %v (file %q line %d), want websocket.cluster.listen at %s:2", err, ce.File, ce.Line, conf)
+	}
+
+	f = newFixture(t)
+	f.env["OVOS_BUS_CLUSTER_ROUTES"] = "nats://a:6222"
+	_, _, err = f.load("--cluster-name", "home")
+	if !errors.As(err, &ce) || ce.Key != "websocket.cluster.listen" || ce.Source != "env OVOS_BUS_CLUSTER_ROUTES" {
+		t.Errorf("routes in a variable: Load = %v (source %q), want websocket.cluster.listen from env OVOS_BUS_CLUSTER_ROUTES", err, ce.Source)
+	}
+
+	m := newMerger()
+	flags := &layer{name: "flag", label: "flag --cluster-listen"}
+	m.merge(m.data, map[string]any{"websocket": map[string]any{"cluster": map[string]any{"listen": "0.0.0.0:6222"}}}, flags, "")
+	e := m.errorAt(lookupKey("cluster.order"), nil, "expected \"sender\"")
+	if e.Source != builtIn || e.File != "" || e.Key != "websocket.cluster.order" {
+		t.Errorf("a built-in value at fault: %v (source %q), want it named built-in", e, e.Source)
+	}
+	if e := m.errorAt(lookupKey("cluster.listen"), nil, "bad"); e.Source != "flag --cluster-listen" {
+		t.Errorf("a key set by a flag: source %q", e.Source)
+	}
+}
+
 func TestClusterSecretsNotPrinted(t *testing.T) {
 	f := newFixture(t)
 	f.write(userConf, `{"websocket": {"cluster": {"nats_url": "nats://a:4222", "user": "bus", "password": "correct horse battery"}}}`)

@@ -148,7 +148,7 @@ var logLevels = map[string]string{
 // it; call it after building or changing a Config by hand. The error is an
 // *Error naming the key.
 func (c *Config) Validate() error {
-	if k, below, msg := c.check(); k != nil {
+	if k, below, _, msg := c.check(); k != nil {
 		_, shown := c.belowKey(k, below)
 		return &Error{Key: shown, Msg: msg}
 	}
@@ -156,23 +156,24 @@ func (c *Config) Validate() error {
 }
 
 // check returns the first key at fault, the keys below it that lead to
-// the fault (bus.OptionError.Path: a token among them), and what is wrong
-// with it: the kinds' checks, then the bus's own (bus.Options.Validate).
-func (c *Config) check() (k *key, below []string, msg string) {
+// the fault (bus.OptionError.Path: a token among them), the other keys of
+// a fault between keys (with, their names), and what is wrong: the kinds'
+// checks, then the bus's own (bus.Options.Validate), then the cluster's.
+func (c *Config) check() (k *key, below, with []string, msg string) {
 	for i := range keys {
 		if msg := keys[i].kind.check(keys[i].field(c)); msg != "" {
-			return &keys[i], nil, msg
+			return &keys[i], nil, nil, msg
 		}
 	}
 	var oe *bus.OptionError
 	if err := c.Options().Validate(); errors.As(err, &oe) {
 		if k := lookupKey(oe.Option); k != nil {
-			return k, oe.Path, oe.Msg
+			return k, oe.Path, nil, oe.Msg
 		}
-		return &key{name: oe.Option, kind: kindString}, oe.Path, oe.Msg
+		return &key{name: oe.Option, kind: kindString}, oe.Path, nil, oe.Msg
 	}
 	if o := c.ClusterOptions(); o.Enabled() && c.Bus.Auth.RoutesReplies() {
-		return lookupKey("auth"), nil, bus.ReplyRoutingClusterMsg
+		return lookupKey("auth"), nil, nil, bus.ReplyRoutingClusterMsg
 	}
 	if o := c.ClusterOptions(); o.Enabled() {
 		var ke *clusterconf.KeyError
@@ -189,10 +190,10 @@ func (c *Config) check() (k *key, below []string, msg string) {
 				}
 				msg += " (keys " + k.path() + ", " + strings.Join(others, ", ") + ")"
 			}
-			return k, nil, msg
+			return k, nil, ke.Keys[1:], msg
 		}
 	}
-	return nil, nil, ""
+	return nil, nil, nil, ""
 }
 
 // belowKey is the internal path and the shown name of the key below k that

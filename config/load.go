@@ -255,9 +255,9 @@ func Load(opts LoadOptions) (*Config, *Provenance, error) {
 	if err != nil {
 		return nil, prov, err
 	}
-	if k, below, msg := cfg.check(); k != nil {
+	if k, below, with, msg := cfg.check(); k != nil {
 		if below == nil {
-			return nil, prov, m.errorAt(k, msg)
+			return nil, prov, m.errorAt(k, with, msg)
 		}
 		path, shown := cfg.belowKey(k, below)
 		return nil, prov, m.errorPathKey(path, shown, msg)

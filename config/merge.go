@@ -133,9 +133,42 @@ func (m *merger) errorPathKey(path, displayKey, msg string) *Error {
 }
 
 // errorAt is errorPath for a key named by a validation failure.
-func (m *merger) errorAt(k *key, msg string) *Error {
+func (m *merger) errorAt(k *key, with []string, msg string) *Error {
 	if k.kind == kindLevel && m.logLevelPath != "" {
 		return m.errorPath(m.logLevelPath, msg)
 	}
-	return m.errorPath(join("websocket", k.name), msg)
+	path := keyPath(k.name)
+	if !m.unset(path) {
+		return m.errorPath(path, msg)
+	}
+	// k holds its built-in value: the fault is in the value of another key
+	// of the rule that a layer set, or else in the built-in values.
+	for _, name := range with {
+		if p := keyPath(name); !m.unset(p) {
+			e := m.errorPath(p, msg)
+			e.Key = dotted(path)
+			return e
+		}
+	}
+	return &Error{Source: builtIn, Key: dotted(path), Msg: msg}
+}
+
+// keyPath is the internal path of the key named name ("cluster.order").
+func keyPath(name string) string { return join("websocket", strings.ReplaceAll(name, ".", sep)) }
+
+// unset reports whether no layer set path, a key of an object: then it
+// holds its built-in value. A path below a value that is not an object (an
+// element of a list) is not unset: its value's layer is at fault.
+func (m *merger) unset(path string) bool {
+	var v any = m.data
+	for _, seg := range strings.Split(path, sep) {
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return false
+		}
+		if v, ok = obj[seg]; !ok {
+			return true
+		}
+	}
+	return false
 }
