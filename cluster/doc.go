@@ -190,6 +190,11 @@
 //     "sender"), a max_payload smaller than max_msg_size (both numbers are
 //     named). Found out only after a late connection, it is logged and the
 //     link stays down.
+//   - On a 32-bit system (a Raspberry Pi on a 32-bit OS) order "total"
+//     with NATS inside ovbus is a configuration error: nats-server's
+//     clustered JetStream stops the process there (an unaligned 64-bit
+//     atomic operation, nats-server v2.15). Order "sender", or an external
+//     NATS on a 64-bit machine, works (clusterconf.TotalInside).
 //   - A node that falls behind is bounded like a slow client: what it
 //     received and has not put into its log is limited by nats.go's pending
 //     limits (MaxPendingMessages, MaxPendingBytes; beyond them the gap is

@@ -32,6 +32,17 @@ const (
 	OrderSender Order = "sender"
 )
 
+// totalInside: this build can run order "total" with NATS inside ovbus.
+// That needs nats-server's clustered JetStream, which stops the process on
+// 32-bit systems (an unaligned 64-bit atomic operation in nats-server
+// v2.15, on every statistics heartbeat of a node in the JetStream group).
+// An external NATS, or order "sender", works there.
+var totalInside = strconv.IntSize == 64
+
+// TotalInside reports whether this build can run order "total" with NATS
+// inside ovbus (Validate refuses it otherwise): false on 32-bit systems.
+func TotalInside() bool { return totalInside }
+
 // Built-in values for zero Options fields.
 const (
 	DefaultName           = "ovbus"
@@ -304,6 +315,9 @@ func (o *Options) Validate() error {
 	}
 	if o.RouteToken != "" && o.External() {
 		errs = append(errs, keyErr("applies only with listen (NATS inside ovbus); protect an external NATS in its own configuration", "cluster.route_token"))
+	}
+	if embedded && o.Order != OrderSender && !totalInside {
+		errs = append(errs, keyErr(`expected "sender" with NATS inside ovbus on a 32-bit system: order "total" needs nats-server's clustered JetStream, which fails there; or set nats_url to a NATS on a 64-bit machine`, "cluster.order"))
 	}
 	if o.Lead && o.Order == OrderSender {
 		errs = append(errs, keyErr(`applies only with order "total" (order "sender" has no stream)`, "cluster.lead", "cluster.order"))

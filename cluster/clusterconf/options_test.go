@@ -28,9 +28,14 @@ func TestValidateNamesTheKeys(t *testing.T) {
 		{"half a certificate", func(o *Options) { o.Listen = ""; o.NATSURL = "nats://a:4222"; o.TLSCert = "c.pem" }, "cluster.tls_cert, cluster.tls_key"},
 		{"stream too small", func(o *Options) { o.StreamMaxBytes = 1 << 20 }, "cluster.stream_max_bytes, max_msg_size"},
 		{"frame too big for NATS", func(o *Options) { o.MaxMsgSize = 100 << 20 }, "max_msg_size, cluster.listen"},
+		{"total inside on 32 bits", func(o *Options) { totalInside = false }, "cluster.order"},
+		{"sender inside on 32 bits", func(o *Options) { totalInside = false; o.Order = OrderSender }, ""},
+		{"total outside on 32 bits", func(o *Options) { totalInside = false; o.Listen = ""; o.NATSURL = "nats://a:4222" }, ""},
 	}
+	defer func(was bool) { totalInside = was }(totalInside)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			totalInside = true // a 64-bit system, unless the case says otherwise
 			o := base()
 			c.edit(&o)
 			err := o.Validate()
@@ -56,7 +61,7 @@ func TestDefaults(t *testing.T) {
 	if o.Order != OrderTotal || o.Replicas != 3 || o.StreamMaxBytes != 100<<20 || !strings.HasSuffix(o.NodeName, "-6222") {
 		t.Errorf("defaults: order %q replicas %d max bytes %d node %q", o.Order, o.Replicas, o.StreamMaxBytes, o.NodeName)
 	}
-	if err := (&Options{Name: "home", NodeName: o.NodeName, Listen: "0.0.0.0:6222"}).Validate(); err != nil {
+	if err := (&Options{Name: "home", NodeName: o.NodeName, Listen: "0.0.0.0:6222", Order: OrderSender}).Validate(); err != nil {
 		t.Errorf("the default node name %q is not valid: %v", o.NodeName, err)
 	}
 	x := Options{Name: "home", NATSURL: "nats://a:4222", DefaultPort: 8181}.WithDefaults()
