@@ -275,28 +275,6 @@ func TestMaxConnectionsDefault(t *testing.T) {
 	}
 }
 
-// TestBoundCutsABlockedWrite: a client over its bound
-// whose writer is blocked on its socket is cut a tenth of write_timeout
-// later, not at write_timeout, without a close frame (its write was cut part
-// way), and counted.
-func TestBoundCutsABlockedWrite(t *testing.T) {
-	const wt = 30 * time.Second
-	s, url := testServer(t, Options{MaxMsgSize: 1 << 20, MaxQueueBytes: 4 << 20, WriteTimeout: wt})
-	stalled := dialStalled(t, url)
-	payload := bytes.Repeat([]byte("b"), 256<<10)
-	start := time.Now()
-	for range 64 { // 16 MiB through Publish: no sender to pace, no stall check
-		s.Publish(ws.OpBinary, payload, "")
-	}
-	ci := closeOf(t, s, stalled.LocalAddr().String())
-	if took := time.Since(start); took > wt/2 {
-		t.Fatalf("cut after %v", took)
-	}
-	if ci.Reason != reasonSlowConsumer || ci.Detail != "queue limit, write blocked" || ci.Code != 0 {
-		t.Fatalf("closed with %+v", ci)
-	}
-}
-
 // TestDeflateClientsWithContext: by default a deflate client that allows
 // it gets its messages compressed for it, against the context of what it
 // was sent (fewer bytes than the shared, context-free frames), every one
