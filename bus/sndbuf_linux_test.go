@@ -2,12 +2,11 @@ package bus
 
 import (
 	"bytes"
-	"net"
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
+	"github.com/ovbus/ovbus/internal/testsock"
 	"github.com/ovbus/ovbus/ws"
 )
 
@@ -49,7 +48,7 @@ func TestBoundCutsABlockedWrite(t *testing.T) {
 	payload := bytes.Repeat([]byte("b"), 256<<10) // more than the client's 128 KiB and the server's 16 KiB hold
 	start := time.Now()
 	s.Publish(ws.OpBinary, payload, "")
-	waitFor(t, "the first frame's bytes at the client", 10*time.Second, func() bool { return unread(stalled.NetConn()) > 0 })
+	waitFor(t, "the first frame's bytes at the client", 10*time.Second, func() bool { return testsock.Unread(stalled.NetConn()) > 0 })
 	for range 63 { // 16 MiB in all through Publish: no sender to pace, no stall check
 		s.Publish(ws.OpBinary, payload, "")
 	}
@@ -60,17 +59,4 @@ func TestBoundCutsABlockedWrite(t *testing.T) {
 	if ci.Reason != reasonSlowConsumer || ci.Detail != "queue limit, write blocked" || ci.Code != 0 {
 		t.Fatalf("closed with %+v", ci)
 	}
-}
-
-// unread is how many bytes sock holds for reading (FIONREAD).
-func unread(sock net.Conn) int {
-	rc, err := sock.(syscall.Conn).SyscallConn()
-	if err != nil {
-		return 0
-	}
-	var n int32
-	rc.Control(func(fd uintptr) {
-		syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
-	})
-	return int(n)
 }

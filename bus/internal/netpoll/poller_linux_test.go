@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
+	"github.com/ovbus/ovbus/internal/testsock"
 	"github.com/ovbus/ovbus/internal/testwait"
 )
 
@@ -109,19 +109,6 @@ func readNow(sock net.Conn, b []byte) (int, error) {
 		return 0, err
 	}
 	return max(n, 0), rerr
-}
-
-// pending is how many bytes sock holds for reading (FIONREAD).
-func pending(sock net.Conn) int {
-	rc, err := sock.(syscall.Conn).SyscallConn()
-	if err != nil {
-		return 0
-	}
-	var n int32
-	rc.Control(func(fd uintptr) {
-		syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
-	})
-	return int(n)
 }
 
 // socketPair returns a server socket, handed over (an fdConn) or kept in
@@ -244,9 +231,9 @@ func TestArmReportsBytesThatCameMeanwhile(t *testing.T) {
 			if _, err := peer.Write([]byte("meanwhile")); err != nil {
 				t.Fatal(err)
 			}
-			testwait.Until(t, "the bytes in the socket", 10*time.Second, func() bool { return pending(sock) == len("meanwhile") })
+			testwait.Until(t, "the bytes in the socket", 10*time.Second, func() bool { return testsock.Unread(sock) == len("meanwhile") })
 			close(proceed)
-			testwait.Until(t, "the reader to run again and read them", 10*time.Second, func() bool { return r.runs.Load() == 2 && pending(sock) == 0 })
+			testwait.Until(t, "the reader to run again and read them", 10*time.Second, func() bool { return r.runs.Load() == 2 && testsock.Unread(sock) == 0 })
 			peer.Close()
 			<-r.ended // reads the end of the stream: got is the reader's no more
 			if string(r.got) != "meanwhile" {
