@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # bench/idle.sh — ovbus's idle memory per connection, commits side by side.
 #
-#   bench/idle.sh [--rounds N] [--levels 5000,19000] [--port P] [--out FILE] COMMIT...
+#   bench/idle.sh [--rounds N] [--levels 5000,19000] [--port P] [--out FILE] COMMIT[@386]...
 #
 # Builds `ovbus` at each COMMIT (from `git archive`, so the working tree is
-# not touched; HEAD is the checked-out commit) and measures them interleaved,
+# not touched; HEAD is the checked-out commit; COMMIT@386 builds it as a
+# 32-bit binary, GOARCH=386: the structures' layout of the linux-armv7
+# binary on a 32-bit Raspberry Pi, run here by the amd64 kernel, named
+# SHORTCOMMIT-386 in the output) and measures them interleaved,
 # N rounds (default 3) of COMMIT1 COMMIT2 …: each round starts the commit's
 # `ovbus serve` afresh and alone (configuration isolated from the user's, as
 # bench/run.sh --idle does), opens the levels' idle connections to it with the
@@ -55,13 +58,20 @@ log() { echo "idle.sh: $*" >&2; }
 
 commits=()
 for c in "$@"; do
+	arch=""
+	if [[ $c =~ ^(.+)@386$ ]]; then
+		c=${BASH_REMATCH[1]} arch=386
+	fi
 	full=$(git rev-parse --verify "$c^{commit}")
 	short=${full:0:7} # the commit as committed: uncommitted changes are not in the build
-	log "building ovbus at $short"
-	mkdir -p "$work/src-$short"
-	git archive "$full" | tar -x -C "$work/src-$short"
-	(cd "$work/src-$short" && go build -ldflags "-X main.commit=$short" -o "$work/ovbus-$short" ./cmd/ovbus)
-	commits+=("$short")
+	name=$short${arch:+-$arch}
+	log "building ovbus at $short${arch:+ for $arch}"
+	if [[ ! -d $work/src-$short ]]; then
+		mkdir -p "$work/src-$short"
+		git archive "$full" | tar -x -C "$work/src-$short"
+	fi
+	(cd "$work/src-$short" && GOARCH=${arch:-$(go env GOARCH)} go build -ldflags "-X main.commit=$short" -o "$work/ovbus-$name" ./cmd/ovbus)
+	commits+=("$name")
 done
 (cd "$here/peers" && go build -o "$work/client" ./cmd/client)
 
@@ -69,7 +79,7 @@ done
 	echo "# $cmdline"
 	echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 	echo "head:    $(git rev-parse HEAD)$(git diff --quiet HEAD || echo ' (uncommitted changes, not in the builds)')"
-	echo "commits: ${commits[*]} (ovbus built from each with go build ./cmd/ovbus)"
+	echo "commits: ${commits[*]} (ovbus built from each with go build ./cmd/ovbus; NAME-386 with GOARCH=386)"
 	echo "go:      $(go version)"
 	echo "cpu:     $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') × $(nproc)"
 	echo "levels:  $levels; $rounds rounds, interleaved"
